@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Who holds a socket: inode -> pids (one /proc/*/fd scan), pid -> process, unit, container.
+
+Every function takes proc_root (default '/proc') so tests can feed fixture trees.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import json
+import os
+import re
+
+_CONTAINER_PATTERNS = (
+    ('podman', re.compile(r'^libpod-(?!conmon-)([0-9a-f]{12,64})(?:\.scope)?$')),
+    ('docker', re.compile(r'^docker-([0-9a-f]{12,64})\.scope$')),
+    ('cri-o', re.compile(r'^crio-(?!conmon-)([0-9a-f]{12,64})(?:\.scope)?$')),
+    ('containerd', re.compile(r'^cri-containerd-([0-9a-f]{12,64})\.scope$')),
+)
+_BARE_ID = re.compile(r'^[0-9a-f]{64}$')
+
+
+def _read(path, binary=False):
+    try:
+        with open(path, 'rb' if binary else 'r') as f:
+            return f.read()
+    except (IOError, OSError, UnicodeDecodeError):
+        return None
+
+
+def list_pids(proc_root='/proc'):
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return []
+    return [int(n) for n in names if n.isdigit()]
+
+
+def scan_fd_links(proc_root='/proc', pids=None):
+    """Yield (pid, fd_path, link_target) for every fd of every visible process."""
+    for pid in (pids if pids is not None else list_pids(proc_root)):
+        fd_dir = os.path.join(proc_root, str(pid), 'fd')
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            path = fd_dir + '/' + fd
+            try:
+                yield pid, path, os.readlink(path)
+            except OSError:
+                continue
+
+
+def parse_socket_link(target):
+    """'socket:[12345]' -> 12345, anything else -> None."""
+    if target.startswith('socket:[') and target.endswith(']'):
+        try:
+            return int(target[8:-1])
+        except ValueError:
+            return None
+    return None
+
+
+def socket_owners(proc_root='/proc', inodes=None):
+    """One scan of /proc/*/fd: {inode: sorted [pid, ...]} (restricted to inodes if given)."""
+    if inodes is not None:
+        inodes = set(i for i in inodes if i)
+        if not inodes:
+            return {}
+    owners = {}
+    for pid, _path, target in scan_fd_links(proc_root):
+        inode = parse_socket_link(target)
+        if inode is None or (inodes is not None and inode not in inodes):
+            continue
+        owners.setdefault(inode, set()).add(pid)
+    return dict((k, sorted(v)) for k, v in owners.items())
+
+
+def parse_cgroup(text):
+    """Pick the systemd-relevant cgroup path out of /proc/PID/cgroup text.
+
+    cgroup v2: '0::/system.slice/x.service'; v1: 'N:name=systemd:/system.slice/x.service'.
+    The v2 line wins when it carries a path (pure v2 or hybrid with systemd on v2),
+    else the name=systemd line, else the first line.
+    """
+    v2 = v1 = first = None
+    for line in (text or '').splitlines():
+        parts = line.strip().split(':', 2)
+        if len(parts) != 3:
+            continue
+        hid, controllers, path = parts
+        if first is None:
+            first = path
+        if hid == '0' and controllers == '':
+            v2 = path
+        elif 'name=systemd' in controllers.split(','):
+            v1 = path
+    if v2 not in (None, '', '/') and (v1 is None or v1 in ('', '/') or len(v2) >= len(v1)):
+        return v2
+    if v1 is not None:
+        return v1
+    return v2 if v2 is not None else first
+
+
+def unit_from_cgroup_path(path):
+    """The systemd unit owning a cgroup path (innermost .service, else innermost .scope)."""
+    if not path:
+        return None
+    comps = [c for c in path.split('/') if c]
+    for suffix in ('.service', '.scope'):
+        for comp in reversed(comps):
+            if comp.endswith(suffix):
+                return comp
+    return None
+
+
+def container_from_cgroup_path(path):
+    """{'runtime': ..., 'id': ...} for a containerised cgroup path, else None."""
+    if not path:
+        return None
+    comps = [c for c in path.split('/') if c]
+    for idx, comp in enumerate(comps):
+        for runtime, rx in _CONTAINER_PATTERNS:
+            m = rx.match(comp)
+            if m:
+                return dict(runtime=runtime, id=m.group(1))
+        if comp in ('docker', 'containers', 'libpod_parent', 'machine') and idx + 1 < len(comps):
+            nxt = comps[idx + 1]
+            if comp == 'libpod_parent' and nxt.startswith('libpod-'):
+                nxt = nxt[len('libpod-'):]
+            if _BARE_ID.match(nxt):
+                return dict(runtime='podman' if comp != 'docker' else 'docker', id=nxt)
+    # kubepods/.../<64 hex> (cgroupfs driver)
+    if comps and comps[0].startswith('kubepods') and _BARE_ID.match(comps[-1]):
+        return dict(runtime='kubernetes', id=comps[-1])
+    return None
+
+
+def resolve_container_name(container, root='/'):
+    """Cheap name lookup for docker (config.v2.json); podman/others: None."""
+    if not container or container.get('runtime') != 'docker':
+        return None
+    path = os.path.join(root, 'var/lib/docker/containers', container['id'], 'config.v2.json')
+    text = _read(path)
+    if not text:
+        return None
+    try:
+        name = json.loads(text).get('Name')
+    except ValueError:
+        return None
+    return name.lstrip('/') if name else None
+
+
+def parse_stat_ppid(text):
+    """PPID from /proc/PID/stat (comm may contain spaces and parentheses)."""
+    if not text:
+        return None
+    rest = text[text.rfind(')') + 2:].split()
+    try:
+        return int(rest[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def process_info(pid, proc_root='/proc'):
+    """Process name, cmdline, ppid, cgroup unit and container of pid (None fields if gone)."""
+    base = os.path.join(proc_root, str(pid))
+    comm = _read(os.path.join(base, 'comm'))
+    raw = _read(os.path.join(base, 'cmdline'), binary=True)
+    cmdline = None
+    if raw:
+        cmdline = ' '.join(a.decode('utf-8', 'replace') for a in raw.rstrip(b'\0').split(b'\0'))
+    cgpath = parse_cgroup(_read(os.path.join(base, 'cgroup')))
+    container = container_from_cgroup_path(cgpath)
+    return dict(
+        pid=pid,
+        name=comm.strip() if comm else None,
+        cmdline=cmdline,
+        ppid=parse_stat_ppid(_read(os.path.join(base, 'stat'))),
+        cgroup=cgpath,
+        unit=unit_from_cgroup_path(cgpath),
+        container=container['id'] if container else None,
+        container_runtime=container['runtime'] if container else None,
+    )
+
+
+def ancestors(pid, proc_root='/proc', limit=4096):
+    """[pid, ppid, grand-ppid, ...] up to pid 1 (or as far as /proc tells)."""
+    chain = []
+    seen = set()
+    while pid and pid not in seen and len(chain) < limit:
+        chain.append(pid)
+        seen.add(pid)
+        pid = parse_stat_ppid(_read(os.path.join(proc_root, str(pid), 'stat')))
+    return chain
+
+
+def is_descendant(pid, ancestor, proc_root='/proc'):
+    """True when pid == ancestor or ancestor is on pid's parent chain."""
+    if not ancestor:
+        return False
+    return ancestor in ancestors(pid, proc_root)
+
+
+def parse_systemctl_show(text):
+    """'Key=Value' lines of `systemctl show -p ...` -> dict."""
+    out = {}
+    for line in (text or '').splitlines():
+        if '=' in line:
+            k, v = line.split('=', 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def pid_alive(pid, proc_root='/proc'):
+    text = _read(os.path.join(proc_root, str(pid), 'stat'))
+    if not text:
+        return False
+    rest = text[text.rfind(')') + 2:].split()
+    return bool(rest) and rest[0] not in ('Z', 'X')

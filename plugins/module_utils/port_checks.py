@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decisions of the kv_port_group module, as pure functions over parsed data.
+
+Inputs are the socket dicts of sockets.py and the process dicts of owners.py;
+outputs are holder records, findings ({check, ports, msg}) and stop plans.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.sockets import (
+    addresses_overlap, format_endpoint, is_wildcard, normalize_ip,
+)
+
+SERVICE_SUFFIXES = ('.service', '.scope', '.socket', '.target', '.mount', '.slice', '.timer')
+
+
+def normalize_unit(name):
+    name = (name or '').strip()
+    if name and not name.endswith(SERVICE_SUFFIXES):
+        name += '.service'
+    return name
+
+
+def build_holders(socks, owners, info_of):
+    """One record per socket: the socket plus its owning process (first pid)."""
+    out = []
+    for s in socks:
+        pids = owners.get(s['inode'], []) if s.get('inode') else []
+        info = info_of(pids[0]) if pids else None
+        h = dict(port=s['port'], address=s['address'], family=s['family'], state=s['state'],
+                 inode=s['inode'], endpoint=format_endpoint(s['address'], s['port']),
+                 pids=list(pids), pid=pids[0] if pids else None,
+                 process=None, cmdline=None, unit=None, container=None)
+        if s['state'] != 'LISTEN':
+            h['remote'] = format_endpoint(s['remote_address'], s['remote_port'])
+        if info:
+            h.update(process=info.get('name'), cmdline=info.get('cmdline'), unit=info.get('unit'),
+                     container=info.get('container'))
+            if info.get('container_name'):
+                h['container_name'] = info['container_name']
+        out.append(h)
+    out.sort(key=lambda h: (h['port'], h['address'], h['pid'] or 0))
+    return out
+
+
+def describe_holder(h):
+    if h.get('pid') is None:
+        who = 'a socket whose owner is not visible (inode %s; run the module as root / with become)' % h.get('inode')
+    else:
+        cmd = ' '.join((h.get('cmdline') or '').split())
+        if len(cmd) > 160:
+            cmd = cmd[:157] + '...'
+        who = 'pid %d (%s) cmdline "%s"' % (h['pid'], h.get('process') or '?', cmd)
+        if h.get('unit'):
+            who += ' unit %s' % h['unit']
+        else:
+            who += ' (no systemd unit)'
+        if h.get('container'):
+            who += ' container %s' % (h.get('container_name') or h['container'][:12])
+    state = '' if h['state'] == 'LISTEN' else ' (%s connection to %s)' % (h['state'], h.get('remote'))
+    return '%s%s held by %s' % (h['endpoint'], state, who)
+
+
+def _is_service_unit(unit):
+    """A unit an operator would stop: services, container scopes; not login sessions."""
+    if not unit:
+        return False
+    if unit.endswith('.scope'):
+        return unit.startswith(('docker-', 'libpod-', 'crio-', 'cri-containerd-'))
+    return unit not in ('init.scope',) and not unit.startswith('user@')
+
+
+def plan_stops(busy, stop_services, owner_unit=None):
+    """Decide what may be stopped.
+
+    Returns (units_to_stop sorted, findings for holders that may not be stopped).
+    Only units listed in stop_services are ever stopped; a process without a
+    unit is never touched.
+    """
+    allowed = set(normalize_unit(u) for u in (stop_services or []) if u)
+    to_stop = set()
+    blockers = {}
+    for h in busy:
+        unit = h.get('unit')
+        if unit and unit in allowed:
+            to_stop.add(unit)
+            continue
+        key = (h.get('pid'), unit, h.get('inode') if h.get('pid') is None else None)
+        blockers.setdefault(key, []).append(h)
+    findings = []
+    for (_pid, unit, _inode), hs in sorted(blockers.items(), key=lambda kv: min(x['port'] for x in kv[1])):
+        ports = sorted(set(x['port'] for x in hs))
+        first = hs[0]
+        where = '; '.join(describe_holder(x) for x in hs[:4])
+        if len(hs) > 4:
+            where += '; and %d more socket(s)' % (len(hs) - 4)
+        if first.get('pid') is None:
+            fix = 'find the owner with root privileges (the module must run with become) or pick another kv_port'
+        elif unit and owner_unit and unit == normalize_unit(owner_unit):
+            fix = ('this is the vLLM service itself, still running; stop %s before the preflight '
+                   '(or add it to vllm_pd_stop_services)' % unit)
+        elif first.get('container'):
+            fix = ('stop the container %s (podman/docker stop %s), or add its unit %s to vllm_pd_stop_services, '
+                   'or pick another kv_port' % (first.get('container_name') or first['container'][:12],
+                                                first.get('container_name') or first['container'][:12], unit))
+        elif unit and _is_service_unit(unit):
+            fix = ('add %s to vllm_pd_stop_services (module option stop_services) so the preflight stops it, '
+                   'or stop it yourself (systemctl stop %s), or pick another kv_port' % (unit, unit))
+        else:
+            fix = ('pid %d belongs to no systemd service (%s) and is never killed by this module: stop it yourself '
+                   '(kill %d) or pick another kv_port' % (first['pid'], unit or 'no unit', first['pid']))
+            if any(x['state'] != 'LISTEN' for x in hs):
+                fix += ('; an outbound connection took the port from the ephemeral range: reserve the group '
+                        'in net.ipv4.ip_local_reserved_ports')
+        findings.append(dict(check='PortBusy', ports=ports, holders=hs,
+                             msg='port(s) %s busy: %s; fix: %s' % (','.join(str(p) for p in ports), where, fix)))
+    return sorted(to_stop), findings
+
+
+def holder_lines(holders):
+    """Stable text lines for diff output."""
+    return sorted(set('%s %s pid=%s %s unit=%s' % (h['endpoint'], h['state'], h.get('pid'), h.get('process'),
+                                                  h.get('unit')) for h in holders))
+
+
+def evaluate_listening(ports, host_ip, listeners, is_expected):
+    """Classify each port of the group after vLLM started.
+
+    listeners: holder records (state LISTEN) on the group's ports.
+    is_expected(holder) -> True/False/None (None: no owner given, accept anyone).
+    Returns dict with lists: ok, closed, foreign (fatal), wrong_address (fatal),
+    misleading (warnings).
+    """
+    host_ip = normalize_ip(host_ip)
+    by_port = dict((p, []) for p in ports)
+    for h in listeners:
+        if h['port'] in by_port:
+            by_port[h['port']].append(h)
+    res = dict(ok=[], closed=[], foreign=[], wrong_address=[], misleading=[])
+    for port in ports:
+        hs = by_port[port]
+        if is_wildcard(host_ip):
+            on_host = list(hs)
+        else:
+            on_host = [h for h in hs if normalize_ip(h['address']) == host_ip]
+        blocking = [h for h in hs if addresses_overlap(h['address'], h['family'], host_ip)]
+        good = [h for h in on_host if is_expected(h) is not False]
+        bad_blocking = [h for h in blocking if is_expected(h) is False]
+        if bad_blocking:
+            res['foreign'].extend(bad_blocking)
+            continue
+        if good:
+            res['ok'].extend(good)
+            continue
+        # the expected owner on another address (VLLM_HOST_IP wrong), or, with no
+        # owner given, an unidentified wildcard listener that shadows host_ip
+        expected_elsewhere = [h for h in hs if h not in on_host and (
+            is_expected(h) or (is_expected(h) is None and h in blocking))]
+        if expected_elsewhere:
+            res['wrong_address'].extend(expected_elsewhere)
+            continue
+        res['misleading'].extend(hs)
+        res['closed'].append(port)
+    return res

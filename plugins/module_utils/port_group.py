@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Port-group arithmetic and the reserved windows a kv_port group must avoid.
+
+Pure functions only: text in, data out; data in, findings out.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import glob
+import os
+import re
+
+DEFAULT_ASCEND_BASE_PORT = 20000
+# vLLM-Ascend doc table width (Mooncake v0.3.7 used dev_id*1000); newer
+# Mooncake uses 100 per device, so 1000 is the conservative upper bound.
+ADXL_PORTS_PER_NPU = 1000
+DEFAULT_NPU_COUNT = 8
+TE_RPC_RANGE = (15000, 17000)
+HCCL_RANGE = (60000, 60031)
+DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
+
+
+def port_group(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_size_local=1):
+    """Ports vllm-ascend's MooncakeConnectorV1 binds on a producer node.
+
+    side_channel_port = kv_port + dp_rank * tp * pp * pcp; each worker binds
+    side_channel_port + device_index, device_index in [0, tp * pp * pcp).
+    """
+    for name, value in (('tp_size', tp_size), ('pp_size', pp_size),
+                        ('pcp_size', pcp_size), ('dp_size_local', dp_size_local)):
+        if value < 1:
+            raise ValueError('%s must be >= 1, got %d' % (name, value))
+    if dp_rank_start < 0:
+        raise ValueError('dp_rank_start must be >= 0, got %d' % dp_rank_start)
+    width = tp_size * pp_size * pcp_size
+    ports = []
+    for rank in range(dp_rank_start, dp_rank_start + dp_size_local):
+        base = kv_port + rank * width
+        ports.extend(base + i for i in range(width))
+    return ports
+
+
+def parse_port_list(text):
+    """Parse a kernel port list ('8080,9000-9010') into sorted (lo, hi) ranges."""
+    ranges = []
+    for item in re.split(r'[,\s]+', (text or '').strip()):
+        if not item:
+            continue
+        if '-' in item:
+            lo, hi = item.split('-', 1)
+            lo, hi = int(lo), int(hi)
+        else:
+            lo = hi = int(item)
+        if lo > hi:
+            lo, hi = hi, lo
+        ranges.append((lo, hi))
+    return merge_ranges(ranges)
+
+
+def merge_ranges(ranges):
+    """Merge overlapping or adjacent (lo, hi) ranges."""
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def format_port_list(ranges):
+    """Inverse of parse_port_list: [(80, 80), (90, 99)] -> '80,90-99'."""
+    return ','.join(str(lo) if lo == hi else '%d-%d' % (lo, hi) for lo, hi in merge_ranges(ranges))
+
+
+def ports_to_ranges(ports):
+    return merge_ranges((p, p) for p in ports)
+
+
+def parse_local_port_range(text):
+    """Parse /proc/sys/net/ipv4/ip_local_port_range ('32768\\t60999')."""
+    parts = (text or '').split()
+    if len(parts) != 2:
+        raise ValueError('cannot parse ip_local_port_range %r' % text)
+    return int(parts[0]), int(parts[1])
+
+
+def in_ranges(port, ranges):
+    return any(lo <= port <= hi for lo, hi in ranges)
+
+
+def read_sysctl_ranges(proc_root='/proc'):
+    """Return (ephemeral (lo, hi), reserved [(lo, hi)]) of the module's netns."""
+    base = os.path.join(proc_root, 'sys', 'net', 'ipv4')
+    try:
+        with open(os.path.join(base, 'ip_local_port_range')) as f:
+            ephemeral = parse_local_port_range(f.read())
+    except (IOError, OSError, ValueError):
+        ephemeral = DEFAULT_EPHEMERAL_RANGE
+    try:
+        with open(os.path.join(base, 'ip_local_reserved_ports')) as f:
+            reserved = parse_port_list(f.read())
+    except (IOError, OSError, ValueError):
+        reserved = []
+    return ephemeral, reserved
+
+
+def detect_npu_count(dev_root='/dev'):
+    """Count /dev/davinciN device nodes (not davinci_manager)."""
+    return len([p for p in glob.glob(os.path.join(dev_root, 'davinci[0-9]*'))
+                if re.match(r'^davinci\d+$', os.path.basename(p))])
+
+
+def adxl_window(base_port, npu_count, ports_per_npu=ADXL_PORTS_PER_NPU):
+    """Inclusive (lo, hi) of the AscendDirectTransport window, or None if empty."""
+    if npu_count <= 0:
+        return None
+    return base_port, base_port + ports_per_npu * npu_count - 1
+
+
+def _span(ports):
+    ranges = ports_to_ranges(ports)
+    return format_port_list(ranges)
+
+
+def range_findings(ports, windows, ephemeral=None, reserved=None, extra_reserved=None):
+    """Static checks of a port group (no sockets involved).
+
+    windows: list of (check_name, label, (lo, hi) or None, hint)
+    ephemeral: (lo, hi) of ip_local_port_range; reserved: [(lo, hi)].
+    extra_reserved: [(lo, hi)] of API/proxy ports that must not be in the group.
+    Returns a list of finding dicts {check, ports, msg}.
+    """
+    findings = []
+    bad = [p for p in ports if not 1024 <= p <= 65535]
+    if bad:
+        findings.append(dict(
+            check='PortRange', ports=bad,
+            msg='port(s) %s of the group are outside 1024-65535; pick a kv_port so that the whole '
+                'group %s fits (e.g. kv_port >= 28000 with 8 NPUs)' % (_span(bad), _span(ports))))
+    for check, label, window, hint in windows:
+        if not window:
+            continue
+        lo, hi = window
+        hit = [p for p in ports if lo <= p <= hi]
+        if hit:
+            findings.append(dict(
+                check=check, ports=hit, window=[lo, hi],
+                msg='port(s) %s of the group overlap the %s %d-%d; %s' % (_span(hit), label, lo, hi, hint)))
+    if extra_reserved:
+        hit = [p for p in ports if in_ranges(p, extra_reserved)]
+        if hit:
+            findings.append(dict(
+                check='ReservedPort', ports=hit,
+                msg='port(s) %s of the group are reserved for other vLLM PD services (API/proxy: %s); '
+                    'move kv_port or those services' % (_span(hit), format_port_list(extra_reserved))))
+    if ephemeral:
+        lo, hi = ephemeral
+        hit = [p for p in ports if lo <= p <= hi and not in_ranges(p, reserved or [])]
+        if hit:
+            wanted = merge_ranges(list(reserved or []) + ports_to_ranges(hit))
+            line = 'net.ipv4.ip_local_reserved_ports = %s' % format_port_list(wanted)
+            findings.append(dict(
+                check='EphemeralRange', ports=hit, window=[lo, hi], sysctl=line,
+                msg='port(s) %s of the group lie in the kernel ephemeral range %d-%d '
+                    '(net.ipv4.ip_local_port_range) and are not reserved, so any outbound connection '
+                    'may take them; add "%s" to /etc/sysctl.d (or set reserve_ephemeral=true), '
+                    'or pick a kv_port below %d' % (_span(hit), lo, hi, line, lo)))
+    return findings
+
+
+def reserved_with(reserved, ports):
+    """Reserved ranges after adding ports, and whether that changes anything."""
+    new = merge_ranges(list(reserved) + ports_to_ranges(ports))
+    return new, new != merge_ranges(reserved)

@@ -1,0 +1,152 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: mooncake_residue
+short_description: Remove stale Mooncake / Ascend files that no live process uses
+version_added: "0.1.0"
+description:
+  - Removes the leftovers of earlier Mooncake Transfer Engine and Ascend runs
+    (C(/tmp/mooncake*), C(/tmp/transfer_engine*), C(/dev/shm/*mooncake*), C(/dev/shm/*ascend*) by default)
+    before vLLM starts.
+  - A file is kept when a live process has it open (C(/proc/*/fd)), maps it (C(/proc/*/maps)), or it is the
+    path of a live unix socket (C(/proc/net/unix)). A matching directory is removed only when nothing inside
+    it is in use. Kept entries are returned with the holder pid and process name.
+  - Symlinks are never followed; a matching symlink is removed itself, not its target. Only the last
+    component of a pattern may contain wildcards, so nothing outside the pattern's directory is touched.
+options:
+  patterns:
+    description:
+      - Absolute glob patterns to clear. Only the last path component may contain wildcards, and it needs a
+        literal part (V(/tmp/*) is refused).
+    type: list
+    elements: str
+    default: ['/tmp/mooncake*', '/tmp/transfer_engine*', '/dev/shm/*mooncake*', '/dev/shm/*ascend*']
+attributes:
+  check_mode:
+    support: full
+    details: RV(removed) lists what would be removed; nothing is deleted.
+  diff_mode:
+    support: full
+    details: Shows the matching entries before and after.
+  platform:
+    support: full
+    platforms: posix
+    details: Linux only (reads C(/proc)).
+notes:
+  - Run with C(become) so that every process's open files are visible; a file held by an invisible process
+    would be taken as unused.
+  - Run it after the vLLM services are stopped and before they start.
+seealso:
+  - module: vllm_pd.ascend.kv_port_group
+author:
+  - vllm_pd.ascend maintainers (@vllm-pd)
+"""
+
+EXAMPLES = r"""
+- name: Clear Mooncake leftovers before starting vLLM
+  vllm_pd.ascend.mooncake_residue:
+  become: true
+
+- name: Clear an extra pattern too
+  vllm_pd.ascend.mooncake_residue:
+    patterns:
+      - /tmp/mooncake*
+      - /dev/shm/*mooncake*
+      - /var/tmp/vllm_ascend_*
+  become: true
+"""
+
+RETURN = r"""
+removed:
+  description: Entries removed (in check mode, entries that would be removed).
+  returned: always
+  type: list
+  elements: str
+  sample: [/dev/shm/mooncake_seg_0, /tmp/transfer_engine.lock]
+kept_in_use:
+  description: Matching entries kept because a live process uses them (or a file inside them).
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path: {description: The matching entry., type: str}
+    in_use_path: {description: The file in use (the entry itself or a file inside the directory)., type: str}
+    pid: {description: First holder pid., type: int}
+    pids: {description: All holder pids., type: list, elements: int}
+    process: {description: Process name of the first holder., type: str}
+  sample:
+    - {path: /dev/shm/ascend_hbm_0, in_use_path: /dev/shm/ascend_hbm_0, pid: 4711, pids: [4711], process: vllm}
+"""
+
+import os
+import shutil
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.residue import (
+    DEFAULT_PATTERNS, pattern_base, plan,
+)
+
+PROC_ROOT = '/proc'
+
+
+def remove_entry(path):
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(patterns=dict(type='list', elements='str', default=list(DEFAULT_PATTERNS))),
+        supports_check_mode=True)
+    patterns = module.params['patterns']
+    result = dict(changed=False, removed=[], kept_in_use=[])
+    for pat in patterns:
+        try:
+            pattern_base(pat)
+        except ValueError as e:
+            module.fail_json(msg='refusing pattern: %s' % to_native(e), **result)
+    removable, kept = plan(patterns, PROC_ROOT)
+    result['kept_in_use'] = kept
+    for k in kept:
+        module.warn('kept %s: %s is in use by pid %d (%s)' % (k['path'], k['in_use_path'], k['pid'], k['process']))
+    if module._diff:
+        before = sorted(removable + [k['path'] for k in kept])
+        after = sorted(k['path'] for k in kept)
+        result['diff'] = dict(before='\n'.join(before) + '\n' if before else '',
+                              after='\n'.join(after) + '\n' if after else '')
+    if module.check_mode:
+        result['removed'] = removable
+        result['changed'] = bool(removable)
+        module.exit_json(**result)
+    errors = []
+    for path in removable:
+        try:
+            remove_entry(path)
+        except FileNotFoundError:
+            continue
+        except (IOError, OSError) as e:
+            errors.append('%s: %s' % (path, to_native(e)))
+            continue
+        result['removed'].append(path)
+    result['changed'] = bool(result['removed'])
+    if errors:
+        module.fail_json(msg='could not remove %d stale file(s): %s; remove them by hand (as root) before starting '
+                             'vLLM' % (len(errors), '; '.join(errors)), **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
