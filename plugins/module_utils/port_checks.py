@@ -47,6 +47,10 @@ def build_holders(socks, owners, info_of):
 
 
 def describe_holder(h):
+    if h.get('state') == 'BOUND':
+        return ('%s is in use (bind() fails with EADDRINUSE) by a socket that is bound but not listening and so '
+                'not shown in /proc/net/tcp; find it with "ss -tanpB" (Linux >= 6.8) or by stopping candidates' % (
+                    h['endpoint']))
     if h.get('pid') is None:
         who = 'a socket whose owner is not visible (inode %s; run the module as root / with become)' % h.get('inode')
     else:
@@ -97,7 +101,9 @@ def plan_stops(busy, stop_services, owner_unit=None):
         where = '; '.join(describe_holder(x) for x in hs[:4])
         if len(hs) > 4:
             where += '; and %d more socket(s)' % (len(hs) - 4)
-        if first.get('pid') is None:
+        if first.get('state') == 'BOUND':
+            fix = 'stop the process that bound it, or pick another kv_port'
+        elif first.get('pid') is None:
             fix = 'find the owner with root privileges (the module must run with become) or pick another kv_port'
         elif unit and owner_unit and unit == normalize_unit(owner_unit):
             fix = ('this is the vLLM service itself, still running; stop %s before the preflight '

@@ -118,6 +118,13 @@ options:
       - When V(false), such ports are a failure whose message names the sysctl line to add.
     type: bool
     default: false
+  bind_probe:
+    description:
+      - With O(state=free), also try C(bind()) on O(host_ip) for every port of the group that looks free (with
+        C(SO_REUSEADDR), like ZeroMQ; the socket is closed at once and never listens). This catches sockets that
+        are bound but not listening, which C(/proc/net/tcp) does not show.
+    type: bool
+    default: true
   stop_services:
     description:
       - systemd units the operator allows the preflight to stop when they hold a port of the group
@@ -400,6 +407,19 @@ class HostOps(object):
             return dict(error=err.strip() or 'systemctl show failed (rc=%d)' % rc)
         return owners_mod.parse_systemctl_show(out)
 
+    def bind_probe(self, host_ip, port):
+        """errno of bind(host_ip, port) with SO_REUSEADDR, or None when it works."""
+        family = socket.AF_INET6 if ':' in host_ip else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host_ip, port))
+        except socket.error as e:
+            return getattr(e, 'errno', None) or -1
+        finally:
+            s.close()
+        return None
+
     def host_ip_local(self, host_ip):
         """None if host_ip can be bound here, else the error text."""
         family = socket.AF_INET6 if ':' in host_ip else socket.AF_INET
@@ -532,6 +552,15 @@ def run_free(module, ops, params, ports, host_ip, result):
     result['reserved_ports'] = format_port_list(reserved)
 
     busy, misleading = snapshot(ops, ports, host_ip)
+    if params['bind_probe'] and not hf:
+        seen = set(h['port'] for h in busy)
+        for port in ports:
+            if port in seen or not 1024 <= port <= 65535:
+                continue
+            if ops.bind_probe(host_ip, port) == errno.EADDRINUSE:
+                busy.append(dict(port=port, address=host_ip, family='tcp6' if ':' in host_ip else 'tcp',
+                                 state='BOUND', inode=None, endpoint=format_endpoint(host_ip, port), pids=[],
+                                 pid=None, process=None, cmdline=None, unit=None, container=None))
     result['busy'] = busy
     result['misleading'] = misleading
     misleading_warning(module, misleading, host_ip)
@@ -741,6 +770,7 @@ def argument_spec():
         hccl_range=dict(type='list', elements='int', default=[60000, 60031]),
         extra_reserved=dict(type='list', elements='str', default=[]),
         reserve_ephemeral=dict(type='bool', default=False),
+        bind_probe=dict(type='bool', default=True),
         stop_services=dict(type='list', elements='str', default=[]),
         owner_unit=dict(type='str'),
         owner_pid=dict(type='int'),

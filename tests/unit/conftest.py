@@ -39,3 +39,168 @@ def _install_collection_path():
 
 
 COLLECTIONS_ROOT = _install_collection_path()
+
+
+# --------------------------------------------------------------------------
+# shared fixtures: real sockets in child processes, module harness
+
+import json  # noqa: E402
+import random  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+_CHILD = r'''
+import socket, sys, time
+fam = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET
+socks = []
+for port in sys.argv[2].split(','):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if fam == socket.AF_INET6 and sys.argv[1] != '::':
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.bind((sys.argv[1], int(port)))
+    s.listen(16)
+    socks.append(s)
+sys.stdout.write('ready\n')
+sys.stdout.flush()
+time.sleep(300)
+'''
+
+
+def _port_is_free(port):
+    for fam, addr in ((socket.AF_INET, '0.0.0.0'), (socket.AF_INET6, '::')):
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        try:
+            s.bind((addr, port))
+        except (OSError, socket.error):
+            return False
+        finally:
+            s.close()
+    return True
+
+
+def find_free_group(width=8, lo=28100, hi=None):
+    """width consecutive ports, free on every address, below the ephemeral range."""
+    if hi is None:
+        try:
+            with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+                hi = int(f.read().split()[0]) - 1
+        except (IOError, OSError, ValueError):
+            hi = 32767
+    rng = random.Random()
+    for _attempt in range(200):
+        base = rng.randrange(lo, hi - width)
+        if all(_port_is_free(p) for p in range(base, base + width)):
+            return list(range(base, base + width))
+    raise RuntimeError('no free port group found')
+
+
+class Listener(object):
+    def __init__(self, addr, ports):
+        self.addr = addr
+        self.ports = list(ports)
+        self.proc = subprocess.Popen(
+            [sys.executable, '-c', _CHILD, addr, ','.join(str(p) for p in self.ports)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = self.proc.stdout.readline()
+        if line.strip() != b'ready':
+            err = self.proc.stderr.read()
+            raise RuntimeError('listener child failed: %r' % err)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def spawn_listener():
+    started = []
+
+    def _spawn(addr, ports):
+        lis = Listener(addr, ports if isinstance(ports, (list, tuple)) else [ports])
+        started.append(lis)
+        return lis
+    yield _spawn
+    for lis in started:
+        lis.stop()
+        for stream in (lis.proc.stdout, lis.proc.stderr):
+            stream.close()
+
+
+@pytest.fixture
+def free_group():
+    return find_free_group
+
+
+class AnsibleExitJson(Exception):
+    @property
+    def result(self):
+        return self.args[0]
+
+
+class AnsibleFailJson(Exception):
+    @property
+    def result(self):
+        return self.args[0]
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    """run_module(module_obj, args) -> (failed, result) driving the real main()."""
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+
+    warns = []
+
+    def _exit(self, **kwargs):
+        kwargs.setdefault('changed', False)
+        kwargs['failed'] = False
+        kwargs['warnings'] = list(warns)
+        raise AnsibleExitJson(kwargs)
+
+    def _fail(self, msg, **kwargs):
+        kwargs['failed'] = True
+        kwargs['msg'] = msg
+        kwargs['warnings'] = list(warns)
+        raise AnsibleFailJson(kwargs)
+
+    def _warn(self, warning, **kwargs):
+        warns.append(warning)
+
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', _exit)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', _fail)
+    monkeypatch.setattr(basic.AnsibleModule, 'warn', _warn)
+
+    def _run(mod, args):
+        del warns[:]
+        with patch_module_args(args):
+            try:
+                mod.main()
+            except AnsibleExitJson as e:
+                json.dumps(e.result)  # results must be JSON-serialisable
+                return False, e.result
+            except AnsibleFailJson as e:
+                json.dumps(e.result)
+                return True, e.result
+        raise AssertionError('module returned without exit_json/fail_json')
+    return _run
+
+
+def wait_until(pred, timeout=10.0, step=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()

@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import port_checks as C
+
+INFO = {
+    812: dict(name='grafana', cmdline='/usr/share/grafana/bin/grafana server', unit='grafana-server.service'),
+    813: dict(name='prometheus', cmdline='prometheus', unit='prometheus.service'),
+    900: dict(name='vllm', cmdline='vllm serve', unit='vllm-prefill.service'),
+    950: dict(name='python3', cmdline='python3 -m http.server 30008', unit='session-3.scope'),
+    960: dict(name='node', cmdline='node app', unit='docker-abc.scope', container='abc' * 10),
+}
+
+
+def sock(port, addr='0.0.0.0', state='LISTEN', inode=None, fam='tcp'):
+    return dict(port=port, address=addr, family=fam, state=state, inode=inode if inode is not None else port,
+                remote_address='10.0.0.9', remote_port=40000)
+
+
+def holders(socks, owners):
+    return C.build_holders(socks, owners, lambda pid: INFO.get(pid))
+
+
+def test_build_holders_and_describe():
+    hs = holders([sock(30004), sock(30003, state='ESTABLISHED'), sock(30005, inode=0)],
+                 {30004: [812, 814], 30003: [813]})
+    assert [h['port'] for h in hs] == [30003, 30004, 30005]
+    g = hs[1]
+    assert g['pid'] == 812 and g['pids'] == [812, 814] and g['unit'] == 'grafana-server.service'
+    d = C.describe_holder(g)
+    assert '0.0.0.0:30004' in d and 'pid 812' in d and 'grafana-server.service' in d and 'grafana server' in d
+    assert 'ESTABLISHED connection to 10.0.0.9:40000' in C.describe_holder(hs[0])
+    assert 'not visible' in C.describe_holder(hs[2])
+
+
+def test_plan_stops_only_allowed_units():
+    hs = holders([sock(30004), sock(30005), sock(30006), sock(30008), sock(30009)],
+                 {30004: [812], 30005: [812], 30006: [813], 30008: [950], 30009: [960]})
+    units, findings = C.plan_stops(hs, ['grafana-server'])
+    assert units == ['grafana-server.service']
+    assert [f['ports'] for f in findings] == [[30006], [30008], [30009]]
+    prom, plain, cont = (f['msg'] for f in findings)
+    assert 'add prometheus.service to vllm_pd_stop_services' in prom and 'pid 813' in prom
+    assert 'never killed' in plain and 'pid 950' in plain and 'http.server' in plain
+    assert 'stop the container' in cont
+
+
+def test_plan_stops_owner_hint_and_invisible():
+    hs = holders([sock(30002), sock(30003)], {30002: [900]})
+    units, findings = C.plan_stops(hs, [], owner_unit='vllm-prefill')
+    assert units == []
+    assert 'vLLM service itself' in findings[0]['msg']
+    assert 'become' in findings[1]['msg']
+
+
+def test_normalize_unit():
+    assert C.normalize_unit('grafana-server') == 'grafana-server.service'
+    assert C.normalize_unit('docker-x.scope') == 'docker-x.scope'
+
+
+def expected_unit(h):
+    return any(INFO.get(p, {}).get('unit') == 'vllm-prefill.service' for p in h['pids'])
+
+
+def test_evaluate_listening_all_ok():
+    hs = holders([sock(p, '10.0.30.10') for p in (30002, 30003)], {30002: [900], 30003: [900]})
+    ev = C.evaluate_listening([30002, 30003], '10.0.30.10', hs, expected_unit)
+    assert ev['closed'] == [] and len(ev['ok']) == 2 and not ev['foreign']
+
+
+def test_evaluate_listening_grafana_trap():
+    hs = holders([sock(30002, '10.0.30.10'), sock(30003, '0.0.0.0')], {30002: [900], 30003: [812]})
+    ev = C.evaluate_listening([30002, 30003], '10.0.30.10', hs, expected_unit)
+    assert [h['port'] for h in ev['foreign']] == [30003]
+
+
+def test_evaluate_listening_wrong_address_and_closed():
+    hs = holders([sock(30002, '127.0.0.1'), sock(30003, '127.0.0.1')], {30002: [900], 30003: [812]})
+    ev = C.evaluate_listening([30002, 30003, 30004], '10.0.30.10', hs, expected_unit)
+    assert [h['port'] for h in ev['wrong_address']] == [30002]
+    assert ev['closed'] == [30003, 30004]
+    assert [h['port'] for h in ev['misleading']] == [30003]
+
+
+def test_evaluate_listening_without_owner():
+    hs = holders([sock(30002, '10.0.30.10'), sock(30003, '0.0.0.0')], {30002: [812], 30003: [812]})
+    ev = C.evaluate_listening([30002, 30003], '10.0.30.10', hs, lambda h: None)
+    assert [h['port'] for h in ev['ok']] == [30002]
+    assert [h['port'] for h in ev['wrong_address']] == [30003]
+
+
+def test_evaluate_listening_wildcard_host():
+    hs = holders([sock(30002, '127.0.0.1')], {30002: [900]})
+    ev = C.evaluate_listening([30002], '0.0.0.0', hs, expected_unit)
+    assert len(ev['ok']) == 1
+
+
+def test_holder_lines():
+    hs = holders([sock(30004)], {30004: [812]})
+    assert C.holder_lines(hs) == ['0.0.0.0:30004 LISTEN pid=812 grafana unit=grafana-server.service']
