@@ -1,0 +1,428 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Drive the real kv_port_group main() against real sockets opened by the tests."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from ansible_collections.vllm_pd.ascend.plugins.modules import kv_port_group as M
+
+from conftest import wait_until
+
+HOST = '127.0.0.2'
+
+
+def args(ports, **kw):
+    a = dict(kv_port=ports[0], tp_size=len(ports), host_ip=HOST, npu_count=8, state='free')
+    a.update(kw)
+    return a
+
+
+@pytest.fixture
+def fake_units(monkeypatch):
+    """{pid: unit} overrides of the cgroup-derived unit (stands in for a real systemd unit)."""
+    units = {}
+    orig = M.HostOps.process_info
+
+    def process_info(self, pid):
+        info = dict(orig(self, pid))
+        if pid in units:
+            info['unit'] = units[pid]
+        return info
+    monkeypatch.setattr(M.HostOps, 'process_info', process_info)
+    return units
+
+
+@pytest.fixture
+def fake_systemctl(monkeypatch):
+    """systemctl stop UNIT terminates the test's own child that plays UNIT."""
+    state = dict(calls=[], children={}, show={})
+
+    def stop_unit(self, unit):
+        state['calls'].append(unit)
+        child = state['children'].get(unit)
+        if child is None:
+            return 5, 'Unit %s not loaded.' % unit
+        child.stop()
+        return 0, ''
+
+    def unit_show(self, unit):
+        return state['show'].get(unit, dict(LoadState='not-found', ActiveState='inactive'))
+    monkeypatch.setattr(M.HostOps, 'stop_unit', stop_unit)
+    monkeypatch.setattr(M.HostOps, 'unit_show', unit_show)
+    return state
+
+
+def own_socket(addr, port, listen=True):
+    s = socket.socket(socket.AF_INET6 if ':' in addr else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    if listen:
+        s.listen(4)
+    return s
+
+
+# ---------------------------------------------------------------- state=free
+
+def test_free_fails_on_real_listener_naming_port_and_pid(run_module, free_group):
+    ports = free_group(8)
+    s = own_socket(HOST, ports[3])
+    try:
+        failed, res = run_module(M, args(ports))
+    finally:
+        s.close()
+    assert failed
+    assert str(ports[3]) in res['msg'] and 'pid %d' % os.getpid() in res['msg']
+    assert 'pick another kv_port' in res['msg']
+    assert [f['check'] for f in res['findings']] == ['PortBusy']
+    assert res['busy'][0]['pid'] == os.getpid() and res['busy'][0]['endpoint'] == '%s:%d' % (HOST, ports[3])
+    assert res['ports'] == ports and not res['changed']
+
+
+def test_free_wildcard_and_v6_wildcard_block(run_module, free_group, spawn_listener):
+    ports = free_group(4)
+    a = spawn_listener('0.0.0.0', ports[0])
+    try:
+        b = spawn_listener('::', ports[1])
+    except RuntimeError:
+        b = None
+    failed, res = run_module(M, args(ports))
+    assert failed
+    busy = dict((h['port'], h) for h in res['busy'])
+    assert busy[ports[0]]['pid'] == a.pid and busy[ports[0]]['address'] == '0.0.0.0'
+    if b is not None:
+        assert busy[ports[1]]['pid'] == b.pid and busy[ports[1]]['address'] == '::'
+        assert str(b.pid) in res['msg']
+
+
+def test_free_other_address_is_only_a_warning(run_module, free_group, spawn_listener):
+    ports = free_group(4)
+    other = spawn_listener('127.0.0.1', ports[1])
+    failed, res = run_module(M, args(ports))
+    assert not failed and not res['changed'], res.get('msg')
+    assert res['busy'] == [] and res['findings'] == []
+    assert res['misleading'][0]['pid'] == other.pid
+    assert any('127.0.0.1' in w and str(ports[1]) in w and 'mislead' in w for w in res['warnings'])
+
+
+def test_free_stops_only_the_allowed_unit(run_module, free_group, spawn_listener, fake_units, fake_systemctl):
+    ports = free_group(8)
+    unrelated_port = free_group(1)[0]
+    grafana = spawn_listener('0.0.0.0', [ports[2], ports[5]])
+    unrelated = spawn_listener('0.0.0.0', unrelated_port)
+    fake_units[grafana.pid] = 'grafana-server.service'
+    fake_units[unrelated.pid] = 'prometheus.service'
+    fake_systemctl['children']['grafana-server.service'] = grafana
+    fake_systemctl['children']['prometheus.service'] = unrelated
+    failed, res = run_module(M, args(ports, stop_services=['grafana-server', 'prometheus.service']))
+    assert not failed, res.get('msg')
+    assert res['stopped'] == ['grafana-server.service'] and res['changed']
+    assert fake_systemctl['calls'] == ['grafana-server.service']
+    assert not grafana.alive() and unrelated.alive()
+    assert sorted(h['port'] for h in res['busy']) == [ports[2], ports[5]]
+
+
+def test_free_check_mode_reports_without_stopping(run_module, free_group, spawn_listener, fake_units, fake_systemctl):
+    ports = free_group(8)
+    grafana = spawn_listener(HOST, ports[0])
+    fake_units[grafana.pid] = 'grafana-server.service'
+    fake_systemctl['children']['grafana-server.service'] = grafana
+    failed, res = run_module(M, dict(args(ports, stop_services=['grafana-server.service']),
+                                     _ansible_check_mode=True, _ansible_diff=True))
+    assert not failed and res['changed'] and res['stopped'] == ['grafana-server.service']
+    assert fake_systemctl['calls'] == [] and grafana.alive()
+    assert '%s:%d' % (HOST, ports[0]) in res['diff']['before']
+    assert '%s:%d' % (HOST, ports[0]) not in res['diff']['after']
+
+
+def test_free_unlisted_holder_is_an_error_and_nothing_stops(run_module, free_group, spawn_listener, fake_units,
+                                                            fake_systemctl):
+    ports = free_group(8)
+    grafana = spawn_listener(HOST, ports[1])
+    plain = spawn_listener(HOST, ports[4])
+    allowed = spawn_listener(HOST, ports[6])
+    fake_units[grafana.pid] = 'grafana-server.service'
+    fake_units[allowed.pid] = 'node-exporter.service'
+    fake_systemctl['children']['node-exporter.service'] = allowed
+    failed, res = run_module(M, args(ports, stop_services=['node-exporter']))
+    assert failed
+    assert fake_systemctl['calls'] == [] and grafana.alive() and plain.alive() and allowed.alive()
+    msg = res['msg']
+    assert 'add grafana-server.service to vllm_pd_stop_services' in msg and 'pid %d' % grafana.pid in msg
+    assert 'pid %d' % plain.pid in msg and 'never killed' in msg
+    assert 'node-exporter' not in msg
+
+
+def test_free_real_stop_path_uses_systemctl_argv_and_waits(run_module, monkeypatch, free_group, spawn_listener,
+                                                          fake_units):
+    """The honest path: run_command(['systemctl', 'stop', '--', unit]); the port stays busy -> timeout error."""
+    ports = free_group(2)
+    holder = spawn_listener(HOST, ports[0])
+    fake_units[holder.pid] = 'grafana-server.service'
+    calls = []
+
+    def run_command(self, argv, **kw):
+        calls.append(argv)
+        return 0, '', ''
+    monkeypatch.setattr(M.AnsibleModule, 'run_command', run_command)
+    monkeypatch.setattr(M.AnsibleModule, 'get_bin_path', lambda self, name, **kw: '/usr/bin/' + name)
+    t0 = time.time()
+    failed, res = run_module(M, args(ports, stop_services=['grafana-server.service'], timeout=1))
+    assert failed and time.time() - t0 < 5
+    assert calls == [['/usr/bin/systemctl', 'stop', '--', 'grafana-server.service']]
+    assert 'still busy' in res['msg'] and str(ports[0]) in res['msg'] and holder.alive()
+
+
+def test_free_static_findings_listed_together(run_module, spawn_listener):
+    failed, res = run_module(M, dict(kv_port=20002, tp_size=8, host_ip=HOST, npu_count=8,
+                                     extra_reserved=['20005'], bind_probe=False))
+    assert failed
+    assert sorted(f['check'] for f in res['findings']) == ['AdxlWindow', 'ReservedPort']
+    assert '20002-20009' in res['msg'] and '[AdxlWindow]' in res['msg'] and '[ReservedPort]' in res['msg']
+    assert res['adxl_window'] == [20000, 27999]
+
+
+def test_free_ascend_base_port_and_adxl_override(run_module, monkeypatch, free_group):
+    ports = free_group(8)
+    monkeypatch.setenv('ASCEND_BASE_PORT', str(ports[0] - 100))
+    failed, res = run_module(M, args(ports, npu_count=1))
+    assert failed and [f['check'] for f in res['findings']] == ['AdxlWindow']
+    failed, res = run_module(M, args(ports, npu_count=1, adxl_window=dict(enabled=False)))
+    assert not failed and res['adxl_window'] == []
+    failed, res = run_module(M, args(ports, adxl_window=dict(start=ports[7], end=ports[7] + 10)))
+    assert failed and res['findings'][0]['ports'] == [ports[7]]
+
+
+def test_free_ephemeral_range(run_module, monkeypatch, free_group):
+    ports = free_group(8)
+    monkeypatch.setattr(M.HostOps, 'sysctl_ranges', lambda self: ((ports[0] - 10, 60999), [(8080, 8080)]))
+    written = []
+    monkeypatch.setattr(M.HostOps, 'write_reserved', lambda self, v: written.append(v))
+    line = 'net.ipv4.ip_local_reserved_ports = 8080,%d-%d' % (ports[0], ports[-1])
+    failed, res = run_module(M, args(ports))
+    assert failed and res['findings'][0]['check'] == 'EphemeralRange' and line in res['msg']
+    failed, res = run_module(M, dict(args(ports, reserve_ephemeral=True), _ansible_check_mode=True))
+    assert not failed and res['changed'] and written == []
+    assert res['reserved_ports'] == '8080,%d-%d' % (ports[0], ports[-1])
+    failed, res = run_module(M, args(ports, reserve_ephemeral=True))
+    assert not failed and res['changed'] and written == ['8080,%d-%d' % (ports[0], ports[-1])]
+
+
+def test_free_bound_not_listening_found_by_bind_probe(run_module, free_group):
+    ports = free_group(4)
+    s = own_socket(HOST, ports[2], listen=False)
+    s2 = socket.socket()          # without SO_REUSEADDR, like most programs
+    s2.bind((HOST, ports[3]))
+    try:
+        failed, res = run_module(M, args(ports))
+        failed_np, _res = run_module(M, args(ports, bind_probe=False))
+    finally:
+        s.close()
+        s2.close()
+    assert failed and not failed_np
+    assert sorted(h['port'] for h in res['busy']) == [ports[3]] or ports[3] in [h['port'] for h in res['busy']]
+    assert 'EADDRINUSE' in res['msg']
+
+
+def test_free_host_ip_not_local(run_module, free_group):
+    failed, res = run_module(M, args(free_group(2), host_ip='192.0.2.77'))
+    assert failed and res['findings'][0]['check'] == 'HostIp' and 'VLLM_HOST_IP' in res['msg']
+
+
+def test_free_established_connection_blocks(run_module, free_group):
+    ports = free_group(2)
+    srv = own_socket('127.0.0.1', ports[1] + 1000)
+    cli = socket.socket()
+    cli.bind((HOST, ports[1]))        # outbound connection whose local port is in the group
+    cli.connect(('127.0.0.1', ports[1] + 1000))
+    acc, _ = srv.accept()
+    try:
+        failed, res = run_module(M, args(ports))
+    finally:
+        for x in (acc, cli, srv):
+            x.close()
+    assert failed and res['busy'][0]['state'] == 'ESTABLISHED' and res['busy'][0]['pid'] == os.getpid()
+    assert 'ip_local_reserved_ports' in res['msg']
+
+
+@pytest.mark.parametrize('bad, text', [
+    (dict(host_ip='vllm-p1'), 'not an IP address'),
+    (dict(tp_size=0), 'invalid parallel sizes'),
+    (dict(te_rpc_range=[1]), 'te_rpc_range'),
+    (dict(extra_reserved=['x-y']), 'extra_reserved'),
+    (dict(state='listening', host_ip=None), 'host_ip'),
+])
+def test_argument_errors(run_module, bad, text):
+    a = dict(kv_port=28002, tp_size=8, host_ip=HOST, npu_count=8)
+    a.update(bad)
+    a = dict((k, v) for k, v in a.items() if v is not None)
+    failed, res = run_module(M, a)
+    assert failed and text in res['msg']
+
+
+# ----------------------------------------------------------- state=listening
+
+def test_listening_ok_with_owner_pid(run_module, free_group, spawn_listener):
+    ports = free_group(4)
+    vllm = spawn_listener(HOST, ports)
+    failed, res = run_module(M, args(ports, state='listening', owner_pid=vllm.pid, timeout=5))
+    assert not failed, res.get('msg')
+    assert sorted(h['port'] for h in res['listeners']) == ports
+    assert all(h['pid'] == vllm.pid for h in res['listeners'])
+
+
+def test_listening_waits_for_late_listener(run_module, free_group, spawn_listener):
+    ports = free_group(2)
+    started = []
+    t = threading.Timer(1.0, lambda: started.append(spawn_listener(HOST, ports)))
+    t.start()
+    try:
+        failed, res = run_module(M, args(ports, state='listening', timeout=15))
+    finally:
+        t.join()
+    assert not failed, res.get('msg')
+    assert res['listeners'][0]['pid'] == started[0].pid
+
+
+def test_listening_grafana_trap_fails_fast(run_module, free_group, spawn_listener):
+    ports = free_group(4)
+    vllm = spawn_listener(HOST, ports[:3])
+    grafana = spawn_listener('0.0.0.0', ports[3])
+    t0 = time.time()
+    failed, res = run_module(M, args(ports, state='listening', owner_pid=vllm.pid, timeout=30))
+    assert failed and time.time() - t0 < 5
+    assert res['findings'][0]['check'] == 'ForeignOwner'
+    assert 'pid %d' % grafana.pid in res['msg'] and str(ports[3]) in res['msg']
+
+
+def test_listening_wrong_address(run_module, free_group, spawn_listener):
+    ports = free_group(2)
+    vllm = spawn_listener('127.0.0.1', ports)
+    failed, res = run_module(M, args(ports, state='listening', owner_pid=vllm.pid, timeout=30))
+    assert failed and res['findings'][0]['check'] == 'WrongAddress'
+    assert '127.0.0.1:%d' % ports[0] in res['msg'] and 'expected %s' % HOST in res['msg']
+    assert 'VLLM_HOST_IP=%s' % HOST in res['msg']
+
+
+def test_listening_timeout_names_closed_ports(run_module, free_group, spawn_listener):
+    ports = free_group(4)
+    vllm = spawn_listener(HOST, ports[:2])
+    failed, res = run_module(M, args(ports, state='listening', owner_pid=vllm.pid, timeout=1))
+    assert failed and res['findings'][0]['check'] == 'PortClosed'
+    assert res['findings'][0]['ports'] == ports[2:]
+    assert '%d-%d' % (ports[2], ports[3]) in res['msg'] and '2 of 4 up' in res['msg']
+
+
+def test_listening_unit_died_fails_fast(run_module, free_group, fake_systemctl):
+    ports = free_group(2)
+    fake_systemctl['show']['vllm-prefill.service'] = dict(LoadState='loaded', ActiveState='failed',
+                                                          SubState='failed', MainPID='0', Result='exit-code')
+    t0 = time.time()
+    failed, res = run_module(M, args(ports, state='listening', owner_unit='vllm-prefill', timeout=60))
+    assert failed and time.time() - t0 < 5
+    assert res['findings'][0]['check'] == 'UnitInactive'
+    assert 'vllm-prefill.service is failed/failed (Result=exit-code)' in res['msg'] and 'journalctl' in res['msg']
+
+
+def test_listening_owner_unit_via_main_pid(run_module, free_group, spawn_listener, fake_systemctl):
+    ports = free_group(2)
+    vllm = spawn_listener(HOST, ports)
+    fake_systemctl['show']['vllm-prefill.service'] = dict(LoadState='loaded', ActiveState='active',
+                                                          SubState='running', MainPID=str(vllm.pid))
+    failed, res = run_module(M, args(ports, state='listening', owner_unit='vllm-prefill.service', timeout=5))
+    assert not failed, res.get('msg')
+    # the same listener, but the unit's MainPID is someone else -> foreign
+    other = spawn_listener('127.0.0.3', free_group(1))
+    fake_systemctl['show']['vllm-prefill.service']['MainPID'] = str(other.pid)
+    failed, res = run_module(M, args(ports, state='listening', owner_unit='vllm-prefill.service', timeout=5))
+    assert failed and res['findings'][0]['check'] == 'ForeignOwner'
+
+
+def test_listening_owner_unit_via_cgroup(run_module, free_group, spawn_listener, fake_units, fake_systemctl):
+    ports = free_group(2)
+    vllm = spawn_listener(HOST, ports)
+    fake_units[vllm.pid] = 'vllm-prefill.service'
+    fake_systemctl['show']['vllm-prefill.service'] = dict(LoadState='loaded', ActiveState='active',
+                                                          SubState='running', MainPID='0')
+    failed, res = run_module(M, args(ports, state='listening', owner_unit='vllm-prefill.service', timeout=5))
+    assert not failed, res.get('msg')
+
+
+def test_listening_owner_pid_exits(run_module, free_group, spawn_listener):
+    ports = free_group(2)
+    vllm = spawn_listener('127.0.0.3', free_group(1))
+    vllm.stop()
+    assert wait_until(lambda: not vllm.alive())
+    failed, res = run_module(M, args(ports, state='listening', owner_pid=vllm.pid, timeout=30))
+    assert failed and res['findings'][0]['check'] == 'UnitInactive'
+
+
+# ----------------------------------------------------------- state=reachable
+
+zmq = pytest.importorskip('zmq')
+
+
+@pytest.fixture
+def routers():
+    ctx = zmq.Context()
+    socks = []
+
+    def _bind(ports, host='127.0.0.1'):
+        for p in ports:
+            s = ctx.socket(zmq.ROUTER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.bind('tcp://%s:%d' % (host, p))
+            socks.append(s)
+    yield _bind
+    for s in socks:
+        s.close(0)
+    ctx.term()
+
+
+def http_server(port):
+    import http.server
+    srv = http.server.HTTPServer(('127.0.0.1', port), http.server.SimpleHTTPRequestHandler)
+    t = threading.Thread(target=srv.serve_forever)
+    t.daemon = True
+    t.start()
+    return srv
+
+
+def test_reachable_ok(run_module, free_group, routers):
+    ports = free_group(8)
+    routers(ports)
+    t0 = time.time()
+    failed, res = run_module(M, dict(kv_port=ports[0], tp_size=8, remote_host='127.0.0.1', state='reachable'))
+    assert not failed, res.get('msg')
+    assert [p['result'] for p in res['probes']] == ['zmq'] * 8 and not res['changed']
+    assert time.time() - t0 < 2
+
+
+def test_reachable_names_http_and_refused(run_module, free_group, routers):
+    ports = free_group(8)
+    routers(ports[:6])
+    srv = http_server(ports[6])
+    try:
+        t0 = time.time()
+        failed, res = run_module(M, dict(kv_port=ports[0], tp_size=8, host_ip='127.0.0.1', state='reachable',
+                                         probe_timeout=0.5))
+        took = time.time() - t0
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert failed and took < 3
+    by = dict((p['port'], p['result']) for p in res['probes'])
+    assert by[ports[6]] == 'http' and by[ports[7]] == 'refused'
+    assert res['findings'][0]['ports'] == ports[6:]
+    assert '127.0.0.1:%d http' % ports[6] in res['msg'] and '127.0.0.1:%d refused' % ports[7] in res['msg']
+
+
+def test_reachable_needs_a_host(run_module):
+    failed, res = run_module(M, dict(kv_port=28002, state='reachable'))
+    assert failed and 'remote_host' in res['msg']
