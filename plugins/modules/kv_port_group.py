@@ -168,12 +168,15 @@ options:
     default: free
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode nothing is stopped and no sysctl is written; RV(stopped) lists what would be stopped.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the holders of the group's ports (and the reserved-ports sysctl) before and after.
   platform:
+    description: Target OS/families that can be operated against.
     support: full
     platforms: posix
     details: Linux only (reads C(/proc)).
@@ -246,16 +249,37 @@ busy:
   type: list
   elements: dict
   contains:
-    port: {description: The port., type: int}
-    address: {description: Local address of the socket., type: str}
-    endpoint: {description: Address and port., type: str}
-    state: {description: TCP state (LISTEN, ESTABLISHED, CLOSE for bound-only)., type: str}
-    pid: {description: First pid holding the socket (null when not visible)., type: int}
-    pids: {description: All pids holding the socket., type: list, elements: int}
-    process: {description: Process name (comm)., type: str}
-    cmdline: {description: Command line., type: str}
-    unit: {description: systemd unit from the pid's cgroup., type: str}
-    container: {description: Container id from the cgroup path, if any., type: str}
+    port:
+      description: The port.
+      type: int
+    address:
+      description: Local address of the socket.
+      type: str
+    endpoint:
+      description: Address and port.
+      type: str
+    state:
+      description: TCP state, for example V(LISTEN) or V(ESTABLISHED); V(BOUND) for a socket found only by O(bind_probe).
+      type: str
+    pid:
+      description: First pid holding the socket (null when not visible).
+      type: int
+    pids:
+      description: All pids holding the socket.
+      type: list
+      elements: int
+    process:
+      description: Process name (comm).
+      type: str
+    cmdline:
+      description: Command line.
+      type: str
+    unit:
+      description: systemd unit from the pid's cgroup.
+      type: str
+    container:
+      description: Container id from the cgroup path, when the holder runs in a container.
+      type: str
   sample:
     - port: 28004
       address: 0.0.0.0

@@ -30,12 +30,15 @@ options:
     default: ['/tmp/mooncake*', '/tmp/transfer_engine*', '/dev/shm/*mooncake*', '/dev/shm/*ascend*']
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: RV(removed) lists what would be removed; nothing is deleted.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the matching entries before and after.
   platform:
+    description: Target OS/families that can be operated against.
     support: full
     platforms: posix
     details: Linux only (reads C(/proc)).
@@ -76,11 +79,22 @@ kept_in_use:
   type: list
   elements: dict
   contains:
-    path: {description: The matching entry., type: str}
-    in_use_path: {description: The file in use (the entry itself or a file inside the directory)., type: str}
-    pid: {description: First holder pid., type: int}
-    pids: {description: All holder pids., type: list, elements: int}
-    process: {description: Process name of the first holder., type: str}
+    path:
+      description: The matching entry.
+      type: str
+    in_use_path:
+      description: The file in use (the entry itself or a file inside the directory).
+      type: str
+    pid:
+      description: First holder pid.
+      type: int
+    pids:
+      description: All holder pids.
+      type: list
+      elements: int
+    process:
+      description: Process name of the first holder.
+      type: str
   sample:
     - {path: /dev/shm/ascend_hbm_0, in_use_path: /dev/shm/ascend_hbm_0, pid: 4711, pids: [4711], process: vllm}
 """
