@@ -1,79 +1,141 @@
-"""Lab fixture for tests under tests/lab.
+"""The ``lab`` session fixture for tests that need the podman lab hosts.
 
-``lab`` (session scope) runs ``playbooks/lab_up.yml`` against ``inventory/lab``
-(fails, never skips, if podman is missing), route-guards every lab address and yields
-an object with:
+Any test that takes ``lab`` is marked ``lab`` automatically (``pytest -m "not lab"`` skips them).
+The fixture runs ``playbooks/lab_up.yml`` once per session (idempotent: a running lab costs ~6 s,
+from nothing ~8 s with the image present), route-guards every lab address, and yields a ``Lab``:
 
-* ``hosts``: {name: {"data_ip": ..., "mgmt_ip": ...}} from inventory/lab/hosts.yml
-* ``key``: path of the SSH private key (.cache/lab/id_ed25519)
-* ``inventory``: path of inventory/lab
-* ``ssh(host, cmd, check=True)`` -> subprocess.CompletedProcess (route-guarded, text mode)
-* ``copy(host, src, dest)``: podman cp of a local file into the container
-* ``guard(addr)``: raises unless ADDR routes via a local podman bridge without a gateway
+    lab.root          repository root (Path)
+    lab.inventory     inventory path (str); env VLLM_PD_LAB_INVENTORY overrides inventory/lab,
+                      e.g. a lab/gen-inventory output
+    lab.key           SSH private key (str), .cache/lab/id_ed25519 unless the inventory names another
+    lab.hosts         {name: {"data_ip", "mgmt_ip", "mgmt_gw", "cluster", "groups": [...]}}
+    lab.prefill / lab.decode / lab.proxy    host names per PD group (inventory order)
+    lab.clusters      {cluster: [host names]}
+    lab.guard(addr)   raise unless ADDR routes via a local podman bridge with no gateway
+    lab.ssh(host, cmd, check=True, timeout=120) -> CompletedProcess (text); root over SSH to the
+                      data IP, guarded first; connections are multiplexed (one master per host)
+    lab.copy(host, src, dest)   put a local file into the container (podman cp, no network)
+    lab.playbook(path, *args, check=True) -> CompletedProcess of ansible-playbook -i lab.inventory;
+                      PATH relative to the repository (e.g. "playbooks/deploy_pd.yml")
+    lab.fixtures(host, names, state="present", **vars)  run lab/fixtures.yml on HOST with NAMES
+                      (conflict_service, conflict_process, residue) or state="absent" (undo all)
+    lab.changed(result) -> {host: changed count} from a playbook's PLAY RECAP
+    lab.forget(host=None)  close SSH masters (needed after a container was removed or restarted)
 
-The lab is not torn down at session end; run playbooks/lab_down.yml explicitly.
+The lab is left up at the end of the session; ``playbooks/lab_down.yml`` takes it down.
+Tests that restart or remove containers must call ``lab.forget()`` and leave the lab up again.
 """
+import ipaddress
+import json
+import os
+import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-INVENTORY = ROOT / "inventory" / "lab"
-KEY = ROOT / ".cache" / "lab" / "id_ed25519"
-SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-            "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR"]
+BIN = ROOT / ".venv" / "bin"
+PD_GROUPS = ("vllm_pd_prefill", "vllm_pd_decode", "vllm_pd_proxy")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lab: needs the podman lab hosts (tests/lab/conftest.py)")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "lab" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.lab)
 
 
 def guard(addr):
+    """The HARD RULE: ADDR must route through a local podman* bridge, with no gateway."""
     r = subprocess.run([str(ROOT / "lab" / "route-guard"), addr], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip() or f"route-guard refused {addr}")
 
 
-def _hosts():
-    inv = yaml.safe_load((INVENTORY / "hosts.yml").read_text())
-    out = {}
-    for grp in inv["all"]["children"].values():
-        for name, hv in (grp.get("hosts") or {}).items():
-            if hv and "ansible_host" in hv:
-                out[name] = {"data_ip": hv["ansible_host"], "mgmt_ip": hv["lab_mgmt_ip"]}
-    return out
+def _first_host(subnet):
+    """The gateway podman (and lab/lab-hosts) give a subnet: its first host address."""
+    return str(next(ipaddress.ip_network(subnet).hosts()))
 
 
 class Lab:
-    def __init__(self):
-        self.hosts = _hosts()
-        self.key = str(KEY)
-        self.inventory = str(INVENTORY)
-
     guard = staticmethod(guard)
 
-    def ssh(self, host, cmd, check=True):
+    def __init__(self, inventory):
+        self.root = ROOT
+        self.inventory = str(inventory)
+        inv = json.loads(subprocess.run([str(BIN / "ansible-inventory"), "-i", self.inventory, "--list"],
+                                        capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+        hv = inv["_meta"]["hostvars"]
+        groups = {g: (inv.get(g) or {}).get("hosts", []) for g in inv if g != "_meta"}
+        self.prefill, self.decode, self.proxy = (groups.get(g, []) for g in PD_GROUPS)
+        self.hosts, self.clusters = {}, {}
+        for name in dict.fromkeys(self.prefill + self.decode + self.proxy):
+            v = hv[name]
+            self.hosts[name] = {"data_ip": v["ansible_host"], "mgmt_ip": v["lab_mgmt_ip"],
+                                "mgmt_gw": _first_host(v["lab_mgmt_subnet"]), "cluster": v["vllm_pd_cluster"],
+                                "groups": [g for g, hs in groups.items() if name in hs]}
+            self.clusters.setdefault(v["vllm_pd_cluster"], []).append(name)
+        key = next(iter(hv.values()), {}).get("ansible_ssh_private_key_file", "")
+        self.key = key if key and "{{" not in key else str(ROOT / ".cache" / "lab" / "id_ed25519")
+        self._mux = tempfile.mkdtemp(prefix="lab-ssh-")
+        self._ssh_opts = ["-i", self.key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                          "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
+                          "-o", "ControlMaster=auto", "-o", f"ControlPath={self._mux}/%C",
+                          "-o", "ControlPersist=120"]
+
+    def ssh(self, host, cmd, check=True, timeout=120):
         ip = self.hosts[host]["data_ip"]
         guard(ip)
-        return subprocess.run(["ssh", "-i", self.key, *SSH_OPTS, f"root@{ip}", cmd],
-                              capture_output=True, text=True, check=check, timeout=120)
+        return subprocess.run(["ssh", *self._ssh_opts, f"root@{ip}", cmd],
+                              capture_output=True, text=True, check=check, timeout=timeout)
+
+    def forget(self, host=None):
+        for h in [host] if host else list(self.hosts):
+            subprocess.run(["ssh", *self._ssh_opts, "-O", "exit", f"root@{self.hosts[h]['data_ip']}"],
+                           capture_output=True, text=True)
 
     def copy(self, host, src, dest):
-        subprocess.run(["podman", "cp", str(src), f"{host}:{dest}"], check=True)
+        subprocess.run(["podman", "cp", str(src), f"{host}:{dest}"], check=True, capture_output=True)
 
-    def playbook(self, name, *args):
-        return subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", self.inventory,
-                               str(ROOT / "playbooks" / name), *args],
-                              capture_output=True, text=True, cwd=ROOT)
+    def playbook(self, path, *args, check=True):
+        r = subprocess.run([str(BIN / "ansible-playbook"), "-i", self.inventory, str(ROOT / path), *args],
+                           capture_output=True, text=True, cwd=ROOT)
+        if check and r.returncode != 0:
+            raise AssertionError(f"{path} failed (rc {r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}")
+        return r
+
+    def fixtures(self, host, names=(), state="present", **extra):
+        ev = {"lab_fixture_hosts": host, "lab_fixtures": list(names), "lab_fixture_state": state, **extra}
+        return self.playbook("lab/fixtures.yml", "-e", json.dumps(ev))
+
+    @staticmethod
+    def changed(result):
+        recap = result.stdout.split("PLAY RECAP")[-1]
+        return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+:.*?changed=(\d+)", recap, re.M)}
+
+    def up(self):
+        r = self.playbook("playbooks/lab_up.yml")
+        for h in self.hosts.values():
+            guard(h["data_ip"])
+            guard(h["mgmt_ip"])
+        return r
+
+    def close(self):
+        self.forget()
+        shutil.rmtree(self._mux, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def lab():
     if shutil.which("podman") is None:
-        pytest.fail("podman is not installed: the lab needs podman (apt-get install podman runc debootstrap)")
-    lab = Lab()
-    r = lab.playbook("lab_up.yml")
-    if r.returncode != 0:
-        pytest.fail(f"lab_up.yml failed:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}")
-    for h in lab.hosts.values():
-        guard(h["data_ip"])
+        pytest.fail("podman is not installed: the lab needs it (apt-get install -y podman runc debootstrap)")
+    lab = Lab(os.environ.get("VLLM_PD_LAB_INVENTORY") or ROOT / "inventory" / "lab")
+    lab.up()
     yield lab
+    lab.close()

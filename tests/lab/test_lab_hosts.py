@@ -1,64 +1,201 @@
-"""Fidelity checks of the lab hosts (see conftest.py for the ``lab`` fixture)."""
-import pathlib
-import socket
+"""Fidelity of the lab hosts (lab/lab-hosts, playbooks/lab_up.yml) and the lab fixtures.
+
+Needs podman; the ``lab`` fixture (conftest.py) brings the lab up. The last test takes the lab
+down twice and brings it up again, so the lab is up when this file is done.
+"""
+import ipaddress
+import json
 import subprocess
 import time
 
-import pytest
+from conftest import BIN, ROOT, Lab
+
+UDP_TRICK = ("python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+             "s.connect((\"8.8.8.8\", 80)); print(s.getsockname()[0])'")  # connect() sends no packet
+TCP_PROBE = ("python3 -c 'import socket, sys; "
+             "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)' {} {}")
+HTTP_GET = "python3 -c 'import urllib.request, sys; print(urllib.request.urlopen(sys.argv[1], timeout=3).status)' {}"
 
 
-def names(lab):
-    return sorted(lab.hosts)
+def listeners(lab, host, port):
+    return lab.ssh(host, f"ss -Htlnp 'sport = :{port}'").stdout.strip()
 
 
-def test_systemd_running(lab):
-    for h in names(lab):
-        r = lab.ssh(h, "systemctl is-system-running", check=False)
-        assert r.stdout.strip() in ("running", "degraded"), (h, r.stdout)
+def pairs(lab):
+    return [(a, b) for hs in lab.clusters.values() for a in hs for b in hs if a != b]
+
+
+def test_systemd_is_pid1_and_running(lab):
+    for h in lab.hosts:
+        r = lab.ssh(h, "ps -p 1 -o comm=; systemctl is-system-running", check=False)
+        assert r.stdout.split() in (["systemd", "running"], ["systemd", "degraded"]), (h, r.stdout)
 
 
 def test_nics(lab):
-    for h in names(lab):
-        assert "dev mgmt0" in lab.ssh(h, "ip route show default").stdout
-        assert lab.hosts[h]["data_ip"] + "/" in lab.ssh(h, "ip -o addr show dev data0").stdout
-        assert "172.17.0.1/16" in lab.ssh(h, "ip -o addr show dev docker0").stdout
+    for h, v in lab.hosts.items():
+        default = lab.ssh(h, "ip -o route show default").stdout.split()
+        assert default[:5] == ["default", "via", v["mgmt_gw"], "dev", "mgmt0"], (h, default)
+        assert f" inet {v['data_ip']}/" in lab.ssh(h, "ip -o -4 addr show dev data0").stdout
+        assert f" inet {v['mgmt_ip']}/" in lab.ssh(h, "ip -o -4 addr show dev mgmt0").stdout
+        docker0 = lab.ssh(h, "ip -o -4 addr show dev docker0; ip -o link show docker0").stdout
+        assert " inet 172.17.0.1/16 " in docker0 and ",UP" in docker0, (h, docker0)
 
 
-def test_autodetect_picks_mgmt(lab):
-    cmd = "python3 -c 'import socket;s=socket.socket(2,2);s.connect((\"8.8.8.8\",80));print(s.getsockname()[0])'"
-    for h in names(lab):
-        assert lab.ssh(h, cmd).stdout.strip() == lab.hosts[h]["mgmt_ip"]
+def test_autodetection_picks_mgmt_ip(lab):
+    """vLLM's get_ip() fallback (UDP connect to 8.8.8.8) must find the wrong NIC, as in the field."""
+    for h, v in lab.hosts.items():
+        assert lab.ssh(h, UDP_TRICK).stdout.strip() == v["mgmt_ip"], h
 
 
-def test_peers_data_not_mgmt(lab):
-    a, b = names(lab)[:2]
-    probe = "python3 -c 'import socket,sys;socket.create_connection((sys.argv[1],22),timeout=2)' "
-    assert lab.ssh(a, probe + lab.hosts[b]["data_ip"], check=False).returncode == 0
-    assert lab.ssh(a, probe + lab.hosts[b]["mgmt_ip"], check=False).returncode != 0
+def test_peers_reach_data_ip_not_mgmt_ip(lab):
+    for a, b in pairs(lab):
+        assert lab.ssh(a, TCP_PROBE.format(lab.hosts[b]["data_ip"], 22), check=False).returncode == 0, (a, b)
+        r = lab.ssh(a, TCP_PROBE.format(lab.hosts[b]["mgmt_ip"], 22), check=False)
+        assert r.returncode != 0 and "unreachable" in r.stderr, (a, b, r.stderr[-300:])
 
 
-def test_tmpfs(lab):
-    for h in names(lab):
-        out = lab.ssh(h, "findmnt -n -o FSTYPE /dev/shm; findmnt -n -o FSTYPE /tmp").stdout.split()
-        assert out == ["tmpfs", "tmpfs"], (h, out)
+def test_clusters_do_not_see_each_other(lab):
+    """Only meaningful with several clusters (VLLM_PD_LAB_INVENTORY=<lab/gen-inventory output>)."""
+    others = [(a, v["data_ip"]) for a in lab.hosts for v in lab.hosts.values()
+              if v["cluster"] != lab.hosts[a]["cluster"]]
+    for a, ip in others[:4]:
+        assert lab.ssh(a, TCP_PROBE.format(ip, 22), check=False).returncode != 0, (a, ip)
 
 
-def test_grafana_fixture(lab, tmp_path):
-    h = names(lab)[0]
-    root = pathlib.Path(lab.inventory).parents[1]
-    pb = tmp_path / "g.yml"
-    pb.write_text(f"- hosts: {h}\n  gather_facts: false\n  vars: {{lab_root: {root}/lab}}\n  tasks:\n"
-                  f"    - ansible.builtin.include_tasks: {root}/lab/tasks/conflict_service.yml\n")
-    r = subprocess.run([str(root / ".venv/bin/ansible-playbook"), "-i", lab.inventory, str(pb)],
-                       capture_output=True, text=True, cwd=root)
-    assert r.returncode == 0, r.stdout[-3000:]
-    code = "python3 -c 'import urllib.request;print(urllib.request.urlopen(\"http://127.0.0.1:28005/\").status)'"
-    assert lab.ssh(h, code).stdout.strip() == "200"
-    lab.ssh(h, "systemctl stop grafana-server")
-    assert ":28005 " not in lab.ssh(h, "ss -ltn 2>/dev/null || cat /proc/net/tcp").stdout
+def test_shm_and_tmp_are_tmpfs(lab):
+    for h in lab.hosts:
+        out = lab.ssh(h, "findmnt -n -o FSTYPE /dev/shm; findmnt -n -o FSTYPE /tmp; "
+                         "df -k --output=size /dev/shm | tail -1")
+        assert out.stdout.split() == ["tmpfs", "tmpfs", str(256 * 1024)], (h, out.stdout)
 
 
-def test_lab_up_idempotent(lab):
-    r = lab.playbook("lab_up.yml")
-    assert r.returncode == 0, r.stdout[-3000:]
-    assert "changed=0" in r.stdout.split("PLAY RECAP")[-1], r.stdout[-2000:]
+def test_ssh_login_is_a_logind_session(lab):
+    """A process started from an SSH login lives in session-N.scope, not in ssh.service."""
+    for h in lab.hosts:
+        cg = lab.ssh(h, "grep name=systemd /proc/self/cgroup || cat /proc/self/cgroup").stdout
+        assert "/user.slice/user-0.slice/session-" in cg and ".scope" in cg, (h, cg)
+
+
+def test_conflict_service_answers_http_and_stops(lab):
+    p, peer = lab.prefill[0], next(b for a, b in pairs(lab) if a == lab.prefill[0])
+    try:
+        for addr, from_peer in (("", True), ("127.0.0.1", False), (lab.hosts[p]["data_ip"], True)):
+            lab.fixtures(p, ["conflict_service"], lab_conflict_service_port=28005, lab_conflict_service_address=addr)
+            state = lab.ssh(p, "systemctl is-active grafana-server; systemctl is-enabled grafana-server")
+            assert state.stdout.split() == ["active", "enabled"]
+            bound = listeners(lab, p, 28005)
+            assert f"{addr or '0.0.0.0'}:28005 " in bound and "python3" in bound, bound
+            local = f"http://{addr or '127.0.0.1'}:28005/"
+            assert lab.ssh(p, HTTP_GET.format(local)).stdout.strip() == "200"
+            remote = lab.ssh(peer, HTTP_GET.format(f"http://{lab.hosts[p]['data_ip']}:28005/"), check=False)
+            assert (remote.stdout.strip() == "200") is from_peer, (addr, remote.stdout, remote.stderr[-200:])
+        again = lab.fixtures(p, ["conflict_service"], lab_conflict_service_port=28005,
+                             lab_conflict_service_address=lab.hosts[p]["data_ip"])
+        assert lab.changed(again)[p] == 0
+        lab.ssh(p, "systemctl stop grafana-server")
+        assert listeners(lab, p, 28005) == ""
+    finally:
+        lab.fixtures(p, state="absent")
+    assert lab.ssh(p, "systemctl cat grafana-server", check=False).returncode != 0
+
+
+def test_conflict_process_lives_in_session_scope(lab):
+    p = lab.prefill[0]
+    try:
+        first = lab.fixtures(p, ["conflict_process"], lab_conflict_process_port=28006)
+        assert lab.changed(first)[p] == 1
+        pid = lab.ssh(p, "cat /run/vllm-pd-lab/conflict-process-28006.pid").stdout.strip()
+        assert f"pid={pid}," in listeners(lab, p, 28006)
+        unit = lab.ssh(p, f"grep name=systemd /proc/{pid}/cgroup || cat /proc/{pid}/cgroup").stdout
+        assert "/session-" in unit and ".service" not in unit, unit
+        again = lab.fixtures(p, ["conflict_process"], lab_conflict_process_port=28006)
+        assert lab.changed(again)[p] == 0
+        assert lab.ssh(p, "cat /run/vllm-pd-lab/conflict-process-28006.pid").stdout.strip() == pid
+    finally:
+        lab.fixtures(p, state="absent")
+    assert listeners(lab, p, 28006) == ""
+
+
+def test_residue_held_and_removed(lab):
+    d = lab.decode[0]
+    files = ["/dev/shm/mooncake_seg_0", "/dev/shm/ascend_hccl_0", "/tmp/mooncake_meta_0.json",
+             "/tmp/transfer_engine_0.log"]
+    lab.ssh(d, "echo keep > /tmp/mooncake_not_ours")   # residue the fixture did not create: must stay
+    try:
+        assert lab.changed(lab.fixtures(d, ["residue"]))[d] == 1
+        assert lab.changed(lab.fixtures(d, ["residue"]))[d] == 0
+        assert lab.ssh(d, "ls " + " ".join(files)).returncode == 0
+        pid = lab.ssh(d, "cat /run/vllm-pd-lab/residue-holder.pid").stdout.strip()
+        fds = lab.ssh(d, f"readlink /proc/{pid}/fd/*").stdout.split()
+        assert "/dev/shm/mooncake_seg_0" in fds and "/tmp/mooncake_meta_0.json" in fds, fds
+        assert "/dev/shm/ascend_hccl_0" not in fds
+        assert "/dev/shm/mooncake_seg_0" in lab.ssh(d, f"cat /proc/{pid}/maps").stdout
+        removed = lab.fixtures(d, state="absent")
+        assert lab.changed(removed)[d] == 1
+        assert lab.changed(lab.fixtures(d, state="absent"))[d] == 0
+        assert lab.ssh(d, "ls " + " ".join(files), check=False).returncode != 0
+        assert lab.ssh(d, f"kill -0 {pid}", check=False).returncode != 0
+        assert lab.ssh(d, "cat /tmp/mooncake_not_ours").stdout.strip() == "keep"
+    finally:
+        lab.ssh(d, "rm -f /tmp/mooncake_not_ours")
+        lab.fixtures(d, state="absent")
+
+
+def test_lab_up_is_idempotent(lab):
+    r = lab.up()
+    assert set(lab.changed(r).values()) == {0}, r.stdout[-2000:]
+
+
+def test_restart_reapplies_network_settings(lab):
+    d = lab.decode[0]
+    subprocess.run(["podman", "restart", "-t", "5", d], check=True, capture_output=True)
+    lab.forget(d)
+    r = lab.up()
+    assert lab.changed(r)["localhost"] == 1, r.stdout[-2000:]
+    assert "dev mgmt0" in lab.ssh(d, "ip route show default").stdout
+    assert " 172.17.0.1/16 " in lab.ssh(d, "ip -o addr show dev docker0").stdout
+    assert lab.ssh(d, UDP_TRICK).stdout.strip() == lab.hosts[d]["mgmt_ip"]
+    peer = next(b for a, b in pairs(lab) if a == d)
+    assert lab.ssh(d, TCP_PROBE.format(lab.hosts[peer]["mgmt_ip"], 22), check=False).returncode != 0
+
+
+def test_lab_down_twice_then_up(lab):
+    names = list(lab.hosts)
+    first = lab.playbook("playbooks/lab_down.yml")
+    lab.forget()
+    assert lab.changed(first)["localhost"] == 1
+    second = lab.playbook("playbooks/lab_down.yml")
+    assert lab.changed(second)["localhost"] == 0
+    left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "label=vllm-pd-lab=1"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert not set(names) & set(left), left
+    nets = subprocess.run(["podman", "network", "ls", "--format", "{{.Name}}"], capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert not [n for n in nets if n.startswith("vllm-pd-") and any(n.endswith(h) for h in names)], nets
+    t = time.monotonic()
+    lab.up()
+    print(f"lab up from nothing (image present): {time.monotonic() - t:.1f}s")
+    for h in names:
+        assert lab.ssh(h, "systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded")
+
+
+def test_gen_inventory_matches_lab_and_scales(tmp_path):
+    one, eight = tmp_path / "one", tmp_path / "eight"
+    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--out", str(one)], check=True)
+    assert (one / "hosts.yml").read_text() == (ROOT / "inventory" / "lab" / "hosts.yml").read_text()
+    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "8", "--out", str(eight)], check=True)
+    lab8 = Lab(eight)
+    assert len(lab8.hosts) == 16 and len(lab8.clusters) == 8 and len(lab8.proxy) == 8
+    for cluster, hs in lab8.clusters.items():
+        assert len(hs) == 2 and {lab8.hosts[h]["cluster"] for h in hs} == {cluster}
+    addrs = [v[k] for v in lab8.hosts.values() for k in ("data_ip", "mgmt_ip")]
+    assert len(set(addrs)) == 32
+    docker0 = ipaddress.ip_network("172.17.0.0/16")
+    assert not [a for a in addrs if ipaddress.ip_address(a) in docker0]
+    inv = json.loads(subprocess.run([str(BIN / "ansible-inventory"), "-i", str(eight), "--host", "pd-d8"],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert inv["ansible_ssh_private_key_file"] == str(ROOT / ".cache" / "lab" / "id_ed25519")
+    assert inv["vllm_pd_network"] == inv["lab_data_subnet"] == "192.168.107.0/24"
+    r = subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "300", "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "address plan" in r.stderr
