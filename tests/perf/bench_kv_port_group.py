@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark: kv_port_group preflight vs. the no-op module floor vs. the field report's shell loop.
+
+Opens about 16,000 TCP sockets on loopback (listeners plus connected pairs, spread over a few
+child processes), one of them a listener on 0.0.0.0 on a port of the kv_port group. Then, in one run:
+
+  module  python3 AnsiballZ_kv_port_group.py  (payload built once by `ansible -m` with
+          ANSIBLE_KEEP_REMOTE_FILES=1: interpreter start, payload unzip, module import, the check)
+  floor   python3 AnsiballZ_ping.py           (the same for ansible.builtin.ping)
+  loop    for p in GROUP; do ss -tlnp | grep :$p; lsof -i :$p; done   (the report's recipe)
+
+All three must name the same busy port. Prints medians, module - floor and loop / module.
+Targets: module - floor <= 100 ms, loop / module >= 8.
+
+Usage: .venv/bin/python tests/perf/bench_kv_port_group.py [--sockets 16000] [--runs 9] [--kv-port 28002]
+Needs ansible (the venv's), ss (iproute2) and lsof. Touches loopback only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import glob
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE_BIN = os.path.dirname(sys.executable)
+
+CHILD = r'''
+import os, resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+lo, hi, nconn = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+busy = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+keep = []
+listeners = []
+for port in range(lo, hi):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(('127.0.0.1', port))
+    except OSError:
+        s.close()
+        continue
+    s.listen(1024)
+    listeners.append(s)
+if busy:
+    b = socket.socket()
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    b.bind(('0.0.0.0', busy))
+    b.listen(16)
+    keep.append(b)
+made = 0
+for i in range(nconn):
+    srv = listeners[i % len(listeners)]
+    c = socket.create_connection(srv.getsockname())
+    a, _ = srv.accept()
+    keep.extend((c, a))
+    made += 1
+sys.stdout.write('ready %d %d\n' % (len(listeners) + (1 if busy else 0), 2 * made))
+sys.stdout.flush()
+sys.stdin.read()
+'''
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def count_tcp():
+    n = 0
+    for name in ('/proc/net/tcp', '/proc/net/tcp6'):
+        with open(name) as f:
+            n += sum(1 for _ in f) - 1
+    return n
+
+
+def start_children(total, busy_port, nchildren=4, base=10000):
+    """Each child: L listeners on 127.0.0.1 and C connected pairs (2 sockets each)."""
+    per_child = total // nchildren
+    listeners = per_child // 4
+    conns = (per_child - listeners) // 2
+    children = []
+    for i in range(nchildren):
+        lo = base + i * listeners
+        argv = [sys.executable, '-c', CHILD, str(lo), str(lo + listeners), str(conns)]
+        if i == 0:
+            argv.append(str(busy_port))
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        children.append(p)
+    made = 0
+    for p in children:
+        line = p.stdout.readline().decode().split()
+        if not line or line[0] != 'ready':
+            raise SystemExit('socket child failed to start')
+        made += int(line[1]) + int(line[2])
+    return children, made
+
+
+def stop_children(children):
+    for p in children:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+    for p in children:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            p.wait(10)
+
+
+def build_payload(workdir, module, args):
+    """Run `ansible localhost -m MODULE` once with kept remote files; return the AnsiballZ path."""
+    coll = os.path.join(workdir, 'collections')
+    os.makedirs(os.path.join(coll, 'ansible_collections', 'vllm_pd'), exist_ok=True)
+    link = os.path.join(coll, 'ansible_collections', 'vllm_pd', 'ascend')
+    if not os.path.lexists(link):
+        os.symlink(REPO, link)
+    remote_tmp = os.path.join(workdir, 'remote_tmp_%s' % module.replace('.', '_'))
+    env = dict(os.environ, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=remote_tmp,
+               ANSIBLE_COLLECTIONS_PATH=coll, ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_NOCOLOR='1',
+               ANSIBLE_PYTHON_INTERPRETER=PYTHON)
+    cmd = [os.path.join(HERE_BIN, 'ansible'), 'localhost', '-c', 'local', '-m', module]
+    if args:
+        cmd += ['-a', json.dumps(args)]
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    found = glob.glob(os.path.join(remote_tmp, 'ansible-tmp-*', 'AnsiballZ_*.py'))
+    if not found:
+        raise SystemExit('no AnsiballZ payload kept for %s (cmd: %s)' % (module, ' '.join(cmd)))
+    return found[0]
+
+
+def time_runs(argv, runs, env=None):
+    times, out = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
+        times.append(time.perf_counter() - t0)
+        out = res.stdout.decode('utf-8', 'replace')
+    return times, out
+
+
+def module_busy_ports(out):
+    # AnsiballZ prints the module's JSON result (exit code 1 when the module fails)
+    start = out.find('{')
+    data = json.loads(out[start:])
+    return sorted(set(h['port'] for h in data.get('busy', []))), data
+
+
+LOOP = r'''
+for p in %s; do
+  if ss -tlnp | grep -q ":$p "; then echo "ss $p"; fi
+  if lsof -i :$p >/dev/null 2>&1; then echo "lsof $p"; fi
+done
+'''
+
+
+def loop_busy_ports(out):
+    ss = sorted(set(int(line.split()[1]) for line in out.splitlines() if line.startswith('ss ')))
+    lsof = sorted(set(int(line.split()[1]) for line in out.splitlines() if line.startswith('lsof ')))
+    return ss, lsof
+
+
+def port_free(port):
+    s = socket.socket()
+    try:
+        s.bind(('0.0.0.0', port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+# the host's system interpreter, as Ansible would use on a target (not a venv or pyenv shim)
+PYTHON = '/usr/bin/python3' if os.access('/usr/bin/python3', os.X_OK) else sys.executable
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--sockets', type=int, default=16000)
+    ap.add_argument('--runs', type=int, default=9)
+    ap.add_argument('--loop-runs', type=int, default=3)
+    ap.add_argument('--kv-port', type=int, default=28002)
+    ap.add_argument('--tp', type=int, default=8)
+    ap.add_argument('--busy-offset', type=int, default=3)
+    opts = ap.parse_args()
+
+    for tool in ('ss', 'lsof'):
+        if not shutil.which(tool):
+            raise SystemExit('%s is required (apt-get install %s)' % (tool, 'iproute2' if tool == 'ss' else tool))
+    group = list(range(opts.kv_port, opts.kv_port + opts.tp))
+    busy_port = opts.kv_port + opts.busy_offset
+    taken = [p for p in group if not port_free(p)]
+    if taken:
+        raise SystemExit('ports %s of the group are already taken on this host; pick --kv-port' % taken)
+    soft, hard = raise_nofile()
+    print('RLIMIT_NOFILE soft=%d hard=%d; python for payloads: %s' % (soft, hard, PYTHON))
+
+    workdir = tempfile.mkdtemp(prefix='bench_kv_port_group_')
+    children = []
+    try:
+        before = count_tcp()
+        children, made = start_children(opts.sockets, busy_port)
+        print('opened %d sockets in %d child processes (/proc/net/tcp{,6}: %d entries, was %d); '
+              'busy listener on 0.0.0.0:%d' % (made, len(children), count_tcp(), before, busy_port))
+
+        mod_args = dict(kv_port=opts.kv_port, tp_size=opts.tp, host_ip='127.0.0.1', npu_count=8, state='free')
+        mod_payload = build_payload(workdir, 'vllm_pd.ascend.kv_port_group', mod_args)
+        ping_payload = build_payload(workdir, 'ansible.builtin.ping', {})
+
+        env = dict(os.environ)
+        time_runs([PYTHON, ping_payload], 2, env)           # warm caches for both
+        time_runs([PYTHON, mod_payload], 2, env)
+        floor_t, _out = time_runs([PYTHON, ping_payload], opts.runs, env)
+        mod_t, mod_out = time_runs([PYTHON, mod_payload], opts.runs, env)
+        loop_t, loop_out = time_runs(['bash', '-c', LOOP % ' '.join(str(p) for p in group)], opts.loop_runs, env)
+
+        mod_ports, data = module_busy_ports(mod_out)
+        ss_ports, lsof_ports = loop_busy_ports(loop_out)
+        print('busy port found by: module %s, ss loop %s, lsof loop %s' % (mod_ports, ss_ports, lsof_ports))
+        assert mod_ports == ss_ports == lsof_ports == [busy_port], (mod_ports, ss_ports, lsof_ports)
+        assert data.get('failed') and str(busy_port) in data.get('msg', '')
+
+        med = dict(floor=statistics.median(floor_t), module=statistics.median(mod_t), loop=statistics.median(loop_t))
+        print('median over %d runs: floor (ping) %.1f ms, module %.1f ms; loop (%d runs) %.1f ms' % (
+            opts.runs, med['floor'] * 1e3, med['module'] * 1e3, opts.loop_runs, med['loop'] * 1e3))
+        extra = (med['module'] - med['floor']) * 1e3
+        ratio = med['loop'] / med['module']
+        print('module - floor = %.1f ms (target <= 100 ms): %s' % (extra, 'OK' if extra <= 100 else 'MISSED'))
+        print('loop / module  = %.1fx (target >= 8x): %s' % (ratio, 'OK' if ratio >= 8 else 'MISSED'))
+        return 0 if extra <= 100 and ratio >= 8 else 1
+    finally:
+        stop_children(children)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
