@@ -22,8 +22,8 @@ setup_host() {
   if [ ! -x "$VENV/bin/ansible-playbook" ] || ! cmp -s "$REPO/.ci/requirements.txt" "$VENV/.requirements"; then
     echo "== python venv $VENV"
     /usr/bin/python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q -r "$REPO/.ci/requirements.txt" 2>&1 | grep -v "is ignored" || true
-    "$VENV/bin/pip" install -q -r "$REPO/.ci/requirements.txt" >/dev/null 2>&1
+    # One install; its exit status decides (pipefail), the local-index warnings are dropped.
+    "$VENV/bin/pip" install -q -r "$REPO/.ci/requirements.txt" 2>&1 | { grep -v "is ignored" || true; }
     cp "$REPO/.ci/requirements.txt" "$VENV/.requirements"
   fi
   # The collection under test, found by FQCN from the work tree itself.
