@@ -1,0 +1,135 @@
+"""OpenAI-style API as vLLM serves it [facts §5]: the socket is bound (SO_REUSEADDR, SO_REUSEPORT)
+before the engine starts but listens only once it is ready, so connects are refused until then."""
+import asyncio
+import hashlib
+import json
+import socket
+import time
+
+from . import kvcache, logs
+from .consumer import TransferError
+from .engine import internal_request_id
+
+VOCAB = ("the", "cache", "moved", "from", "prefill", "to", "decode", "over", "mooncake", "and",
+         "ascend", "lab", "tokens", "flow", "block", "by")
+
+_api_log = logs.get("api_server.py:579")
+_route_log = logs.get("launcher.py:46")
+_serving_log = logs.get("serving.py:192")
+_kv_log = logs.get("mooncake_connector.py:724")
+_params_log = logs.get("mooncake_connector.py:1893")
+REQUIRED_REMOTE = ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port", "remote_request_id")
+
+
+def prebind(host, port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def generate(tokens, max_tokens):
+    digest = hashlib.sha256(" ".join(tokens).encode()).digest() * 4
+    return [" " + VOCAB[b % len(VOCAB)] for b in digest[:max(1, max_tokens)]]
+
+
+def _error(status, message, kind):
+    from fastapi.responses import JSONResponse
+    return JSONResponse(status_code=status, content={"error": {
+        "message": message, "type": kind, "param": None, "code": status}})
+
+
+def build_app(engine, served_name, max_model_len):
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health():
+        return Response(status_code=503 if engine.dead else 200)
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [{
+            "id": served_name, "object": "model", "created": int(time.time()), "owned_by": "vllm",
+            "root": engine.args.model, "parent": None, "max_model_len": max_model_len}]}
+
+    async def handle(request: Request, chat: bool):
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "Invalid JSON body", "BadRequestError")
+        if body.get("model") not in (None, served_name):
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "NotFoundError")
+        if chat:
+            prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+        else:
+            prompt = body.get("prompt", "")
+        tokens = kvcache.tokenize(prompt)
+        prefix = "chatcmpl" if chat else "cmpl"
+        external = f"{prefix}-{request.headers.get('x-request-id') or internal_request_id('')[1:]}"
+        request_id = internal_request_id(external)
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        params = body.get("kv_transfer_params") or {}
+        out_params = None
+        if params.get("do_remote_decode") and engine.role == "kv_producer":
+            out_params = engine.prefill_for_remote_decode(request_id, tokens)
+            max_tokens = 1
+        elif params.get("do_remote_prefill") and engine.role != "kv_producer":
+            missing = [k for k in REQUIRED_REMOTE if params.get(k) is None]
+            if missing:
+                _params_log.warning("Got invalid KVTransferParams. params=%s.", params)
+            else:
+                try:
+                    await asyncio.to_thread(engine.puller.pull, request_id, params, tokens)
+                except (TransferError, RuntimeError) as e:
+                    _kv_log.error("Failed to transfer KV cache for request %s: %s", request_id, e)
+                    _serving_log.error("Request %s failed with an internal error during generation", request_id)
+                    return _error(500, "Internal server error", "InternalServerError")
+        words = generate(tokens, max_tokens)
+        finish = "length"
+        usage = {"prompt_tokens": len(tokens), "completion_tokens": len(words),
+                 "total_tokens": len(tokens) + len(words), "prompt_tokens_details": None}
+        created = int(time.time())
+        obj = "chat.completion" if chat else "text_completion"
+        if body.get("stream"):
+            async def events():
+                for w in words:
+                    delta = {"delta": {"role": "assistant", "content": w}} if chat else {"text": w}
+                    chunk = {"id": external, "object": obj + (".chunk" if chat else ""), "created": created,
+                             "model": served_name, "choices": [dict(index=0, finish_reason=None, **delta)]}
+                    yield f"data: {json.dumps(chunk)}\n\n"
+                yield "data: [DONE]\n\n"
+            return StreamingResponse(events(), media_type="text/event-stream")
+        text = "".join(words)
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
+                  else {"index": 0, "text": text, "logprobs": None})
+        choice.update(finish_reason=finish, stop_reason=None)
+        return JSONResponse({"id": external, "object": obj, "created": created, "model": served_name,
+                             "choices": [choice], "usage": usage, "kv_transfer_params": out_params})
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await handle(request, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await handle(request, chat=True)
+
+    return app
+
+
+def serve(app, sock, host, port):
+    import uvicorn
+
+    _api_log.info("Starting vLLM server on http://%s:%d", host, port)
+    _route_log.info("Available routes are:")
+    for route in app.routes:
+        methods = getattr(route, "methods", None)
+        if methods:
+            _route_log.info("Route: %s, Methods: %s", route.path, ", ".join(sorted(methods)))
+    config = uvicorn.Config(app, log_level="info", timeout_keep_alive=5)
+    uvicorn.Server(config).run(sockets=[sock])

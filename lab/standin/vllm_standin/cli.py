@@ -1,0 +1,99 @@
+"""`vllm serve MODEL [options]` with vLLM's option names; unknown options are an error, as in vLLM."""
+import argparse
+import json
+import os
+import sys
+import traceback
+
+from . import api, config, logs, netinfo
+from .engine import Engine
+
+VERSION = "0.23.0+lab"
+_log = logs.get("api_server.py:1931")
+_core_log = logs.get("core.py:935")
+_utils_log = logs.get("utils.py:1244")
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="vllm", allow_abbrev=False)
+    p.add_argument("--version", action="version", version=VERSION)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", allow_abbrev=False)
+    s.add_argument("model")
+    s.add_argument("--host", default=None)
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--served-model-name", nargs="+")
+    s.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    s.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    s.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    s.add_argument("--data-parallel-size-local", "-dpl", type=int)
+    s.add_argument("--data-parallel-rank", "-dpr", type=int)
+    s.add_argument("--data-parallel-start-rank", "-dpn", type=int)
+    s.add_argument("--data-parallel-address", "-dpa")
+    s.add_argument("--data-parallel-rpc-port", "-dpp", type=int)
+    s.add_argument("--data-parallel-backend", "-dpb", choices=("mp", "ray"))
+    s.add_argument("--kv-transfer-config")
+    for flag, kind in (("--max-model-len", int), ("--gpu-memory-utilization", float), ("--block-size", int),
+                       ("--max-num-seqs", int), ("--max-num-batched-tokens", int), ("--seed", int),
+                       ("--dtype", str), ("--quantization", str), ("--additional-config", str),
+                       ("--compilation-config", str), ("--tokenizer", str), ("--api-key", str),
+                       ("--uvicorn-log-level", str), ("--distributed-executor-backend", str),
+                       ("--speculative-config", str), ("--max-log-len", int)):
+        s.add_argument(flag, type=kind)
+    for flag in ("--trust-remote-code", "--enforce-eager", "--enable-expert-parallel", "--disable-log-stats",
+                 "--enable-log-requests", "--headless"):
+        s.add_argument(flag, action="store_true")
+    s.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    return p
+
+
+def _local_dp(args):
+    """Local DP ranks: external DP (--data-parallel-rank) runs one; otherwise start..start+local."""
+    if args.data_parallel_rank is not None:
+        start, local = args.data_parallel_rank, args.data_parallel_size_local or 1
+    else:
+        start = args.data_parallel_start_rank or 0
+        local = args.data_parallel_size_local or args.data_parallel_size
+    if start + local > args.data_parallel_size:
+        raise config.ConfigError(f"data parallel ranks {start}..{start + local - 1} exceed "
+                                 f"--data-parallel-size {args.data_parallel_size}")
+    args.dp_rank_start, args.dp_size_local = start, local
+
+
+def _fail(exc):
+    _core_log.error("EngineCore failed to start.\n%s", "".join(traceback.format_exception(exc)).rstrip())
+    _utils_log.error("Engine core initialization failed. See root cause above. Failed core proc(s): "
+                     "{'EngineCore_DP0': 1}")
+    return 1
+
+
+def main(argv):
+    logs.setup()
+    args = _parser().parse_args(argv)
+    _log.info("vLLM API server version %s", VERSION)
+    _log.info("non-default args: %s", {k: v for k, v in vars(args).items() if v not in (None, False)})
+    env = dict(os.environ)
+    try:
+        if args.pipeline_parallel_size != 1:
+            raise config.ConfigError("the lab stand-in runs pipeline_parallel_size=1 only")
+        _local_dp(args)
+        if not args.kv_transfer_config:
+            raise config.ConfigError("the lab stand-in needs --kv-transfer-config (PD disaggregation only)")
+        kv_cfg = config.parse_kv_transfer_config(args.kv_transfer_config)
+        config.check_parallel(kv_cfg, args.tensor_parallel_size, args.data_parallel_size,
+                              args.pipeline_parallel_size)
+    except config.ConfigError as e:
+        print(f"ValueError: {e}", file=sys.stderr)
+        return 1
+    host_ip = netinfo.get_ip(env, _log)
+    host = args.host or "0.0.0.0"
+    sock = api.prebind(host, args.port)  # bound, not listening: connects are refused [facts §5]
+    engine = Engine(args, kv_cfg, host_ip, env)
+    try:
+        engine.start()
+    except Exception as e:  # noqa: BLE001 - any start-up error kills the engine core, as in vLLM
+        return _fail(e)
+    _log.info("Supported tasks: %s", json.dumps(["generate"]))
+    served = (args.served_model_name or [args.model])[0]
+    api.serve(api.build_app(engine, served, args.max_model_len or 4096), sock, host, args.port)
+    return 0

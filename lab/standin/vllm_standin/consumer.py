@@ -1,0 +1,135 @@
+"""D side: REQ sockets that connect lazily to P's handshake ports (1 s timeouts, 3 tries)
+[facts §2b], then the KV pull through the transfer engine and done_recving_msg [facts §2d]."""
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import msgpack
+import zmq
+
+from . import kvcache, logs
+
+TIMEOUT_MS = 1000
+RETRIES = 3
+
+_log = logs.get("mooncake_connector.py:1020")
+_fail_log = logs.get("mooncake_connector.py:999")
+
+
+class TransferError(RuntimeError):
+    pass
+
+
+class ZmqClient:
+    """One REQ socket per (thread, path); a socket that timed out is replaced (REQ state)."""
+
+    def __init__(self, ctx, timeout_ms=TIMEOUT_MS, retries=RETRIES):
+        self.ctx, self.timeout_ms, self.retries = ctx, timeout_ms, retries
+        self._local = threading.local()
+
+    def _socket(self, path):
+        socks = self._local.__dict__.setdefault("socks", {})
+        if path not in socks:
+            s = self.ctx.socket(zmq.REQ)
+            s.setsockopt(zmq.SNDTIMEO, self.timeout_ms)
+            s.setsockopt(zmq.RCVTIMEO, self.timeout_ms)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(path)
+            socks[path] = s
+        return socks[path]
+
+    def _drop(self, path):
+        s = self._local.__dict__.get("socks", {}).pop(path, None)
+        if s is not None:
+            s.close(0)
+
+    def request(self, path, msg):
+        for _ in range(self.retries):
+            try:
+                self._socket(path).send(msgpack.packb(msg))
+                break
+            except zmq.ZMQError:
+                self._drop(path)
+                time.sleep(0.1)
+        else:
+            raise RuntimeError(f"Failed to send data to {path} after {self.retries} retries")
+        for _ in range(self.retries):
+            try:
+                return self._socket(path).recv()
+            except zmq.ZMQError:
+                time.sleep(0.1)
+        self._drop(path)
+        raise RuntimeError(f"Failed to receive data after {self.retries} retries")
+
+
+class KVPuller:
+    def __init__(self, ctx, engine, local_ip, tp_size, pool, num_blocks, own_engine_id):
+        self.client = ZmqClient(ctx)
+        self.engine, self.local_ip, self.tp_size = engine, local_ip, tp_size
+        self.pool, self.num_blocks, self.own_engine_id = pool, num_blocks, own_engine_id
+        self._meta = {}
+        self._meta_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=tp_size, thread_name_prefix="KVCacheRecving")
+
+    def _metadata(self, engine_id, host, port):
+        key = (engine_id, port)  # cached per (engine_id, port) [facts §2c]
+        with self._meta_lock:
+            if key in self._meta:
+                return self._meta[key]
+        if engine_id == self.own_engine_id:
+            raise TransferError(f"Conflict engine id {engine_id} with local engine id {self.own_engine_id}.")
+        meta = msgpack.unpackb(self.client.request(f"tcp://{host}:{port}", (b"get_meta_msg", "")),
+                               strict_map_key=False)
+        with self._meta_lock:
+            self._meta[key] = meta
+        return meta
+
+    def pull(self, request_id, params, tokens):
+        """Pull every P rank's blocks of this request; raise TransferError naming the cause."""
+        p_tp = int(params.get("remote_ptp_size") or self.tp_size)
+        ratio = max(1, p_tp // self.tp_size)
+        futures = [self._executor.submit(self._pull_rank, request_id, params, tokens, d_rank,
+                                         range(d_rank * ratio, (d_rank + 1) * ratio))
+                   for d_rank in range(min(self.tp_size, p_tp))]
+        errors = [f.exception() for f in futures]
+        errors = [e for e in errors if e is not None]
+        if errors:
+            raise TransferError(str(errors[0]))
+
+    def _pull_rank(self, request_id, params, tokens, d_rank, p_ranks):
+        host, base = params["remote_host"], int(params["remote_port"])
+        block_ids = params["remote_block_ids"][0]
+        try:
+            for p_rank in p_ranks:
+                self._pull_one(request_id, params, tokens, d_rank, p_rank, host, base + p_rank, block_ids)
+        finally:
+            # D always tells P it is done, even after a failure [facts §2d].
+            for p_rank in p_ranks:
+                try:
+                    self.client.request(f"tcp://{host}:{base + p_rank}",
+                                        (b"done_recving_msg", params["remote_request_id"], 1))
+                except RuntimeError:
+                    pass
+
+    def _pull_one(self, request_id, params, tokens, d_rank, p_rank, host, port, block_ids):
+        start = time.monotonic()
+        meta = self._metadata(params["remote_engine_id"], host, port)
+        session = f"{host}:{meta['te_rpc_port']}"
+        local = self.pool.allocate(len(block_ids))
+        try:
+            base = kvcache.rank_offset(d_rank, self.num_blocks)
+            offsets = [base + b * kvcache.BLOCK_LEN for b in local]
+            remote = [meta["kv_caches_base_addr"][0] + b * kvcache.BLOCK_LEN for b in block_ids]
+            ret = self.engine.pull(session, offsets, remote, kvcache.BLOCK_LEN)
+            if ret < 0:
+                _fail_log.error("Mooncake transfer failed for request. remote_request_id=%s, ret=%d.",
+                                params["remote_request_id"], ret)
+                raise TransferError(f"Mooncake transfer failed, ret: {ret}")
+            for i, off in enumerate(offsets):
+                if self.engine.read(off, kvcache.BLOCK_LEN) != kvcache.block_content(tokens, p_rank, i):
+                    raise TransferError(f"KV block {block_ids[i]} of P rank {p_rank} does not match the prompt")
+        finally:
+            self.pool.free(local)
+        _log.info("KV cache transfer for request %s took %.2f ms. local_ip %s local_device_id %s "
+                  "remote_session_id %s", request_id, (time.monotonic() - start) * 1000, self.local_ip,
+                  d_rank, session)
