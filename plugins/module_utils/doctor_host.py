@@ -1,0 +1,157 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What pd_doctor reads on a host, as pure parsers: process environment, env files, `ip` output,
+engine log lines. Text in, data out; no I/O here.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import re
+
+# The variables vLLM-Ascend and HCCL read to pick the inter-node address and NIC [facts §1].
+NET_ENV = ('VLLM_HOST_IP', 'HCCL_IF_IP', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'HCCL_SOCKET_IFNAME',
+           'ASCEND_BASE_PORT', 'HOST_IP')
+
+# Engine log lines that point at a KV transfer problem (exact vLLM-Ascend text, docs/design.md).
+# (check, text, severity, kinds that log it)
+LOG_HINTS = (
+    ('LogKvThreadFailed', 'KV Cache sending/receiving thread failed to start.', 'critical', ('prefill', 'decode')),
+    ('LogBindFailed', 'Address already in use', 'critical', ('prefill', 'decode')),
+    ('LogBindFailed', 'Cannot assign requested address', 'critical', ('prefill', 'decode')),
+    ('LogTransferFailed', 'Failed to transfer KV cache for request', 'error', ('decode',)),
+    ('LogTransferFailed', 'Mooncake transfer failed', 'error', ('decode',)),
+    ('LogForceFreed', 'Force freed expired request:', 'error', ('prefill',)),
+)
+LOG_EVIDENCE = 3
+
+
+def parse_environ(raw):
+    """/proc/PID/environ bytes -> {name: value}."""
+    env = {}
+    for item in (raw or b'').split(b'\0'):
+        if b'=' not in item:
+            continue
+        k, v = item.split(b'=', 1)
+        env[k.decode('utf-8', 'replace')] = v.decode('utf-8', 'replace')
+    return env
+
+
+def parse_env_file(text):
+    """systemd EnvironmentFile text -> {name: value} (comments, blank lines and quotes handled)."""
+    env = {}
+    for line in (text or '').splitlines():
+        line = line.strip()
+        if not line or line.startswith(('#', ';')) or '=' not in line:
+            continue
+        k, v = line.split('=', 1)
+        k = k.strip()
+        if k.startswith('export '):
+            k = k[len('export '):].strip()
+        v = v.strip()
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in '"\'':
+            v = v[1:-1]
+        env[k] = v
+    return env
+
+
+def net_env(env):
+    """The address-related subset of an environment; absent variables are left out."""
+    return dict((k, env[k]) for k in NET_ENV if k in (env or {}))
+
+
+def parse_ip_addr(text):
+    """`ip -o addr show` -> [{ifname, family, address, prefix}]."""
+    out = []
+    for line in (text or '').splitlines():
+        m = re.match(r'^\d+:\s+(\S+?)(?:@\S+)?\s+(inet6?)\s+([0-9a-fA-F.:]+)/(\d+)', line)
+        if m:
+            out.append(dict(ifname=m.group(1), family=m.group(2), address=m.group(3), prefix=int(m.group(4))))
+    return out
+
+
+def parse_link_mtu(text):
+    """`ip -o link show` -> {ifname: mtu}."""
+    out = {}
+    for line in (text or '').splitlines():
+        m = re.match(r'^\d+:\s+(\S+?)(?:@\S+)?:\s.*\bmtu\s+(\d+)', line)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def parse_route_get(text):
+    """`ip -o route get ADDR` -> {type, dev, src, via, mtu}; type is unicast, local, or the route type
+    (unreachable, prohibit, blackhole) the kernel printed first."""
+    line = ' '.join((text or '').split())
+    res = dict(type=None, dev=None, src=None, via=None, mtu=None)
+    if not line:
+        return res
+    words = line.split()
+    res['type'] = words[0] if words[0] in ('local', 'unreachable', 'prohibit', 'blackhole', 'broadcast',
+                                           'multicast', 'throw') else 'unicast'
+    for key, field in (('dev', 'dev'), ('src', 'src'), ('via', 'via')):
+        m = re.search(r'\b%s\s+(\S+)' % key, line)
+        if m:
+            res[field] = m.group(1)
+    m = re.search(r'\bmtu\s+(?:lock\s+)?(\d+)', line)
+    if m:
+        res['mtu'] = int(m.group(1))
+    return res
+
+
+def parse_default_route(text):
+    """`ip -o route show default` -> dev of the first default route (what vLLM's auto-detection
+    picks [facts §1]), or None."""
+    for line in (text or '').splitlines():
+        m = re.search(r'\bdev\s+(\S+)', line)
+        if line.startswith('default') and m:
+            return m.group(1)
+    return None
+
+
+def addresses_of(addrs, ifname, family='inet'):
+    return [a['address'] for a in addrs if a['ifname'] == ifname and a['family'] == family]
+
+
+def is_loopback(address):
+    return address.startswith('127.') or address == '::1'
+
+
+def scan_log(lines, kind, hints=LOG_HINTS, keep=LOG_EVIDENCE):
+    """Match engine log lines against the hints of this kind of engine.
+
+    Returns [{check, text, severity, count, lines}] in the order of hints; lines are the last
+    `keep` matching lines (with the timestamp journalctl printed).
+    """
+    found = {}
+    for line in lines or []:
+        for check, text, severity, kinds in hints:
+            if kind in kinds and text in line:
+                f = found.setdefault((check, text), dict(check=check, text=text, severity=severity, count=0,
+                                                         lines=[]))
+                f['count'] += 1
+                f['lines'] = (f['lines'] + [line.rstrip()])[-keep:]
+    order = [(c, t) for c, t, _s, _k in hints]
+    return [found[k] for k in order if k in found]
+
+
+def unit_pids(unit, pid_units, main_pid, parents):
+    """Pids of the engine: those whose cgroup names the unit, plus MainPID and its descendants.
+
+    pid_units: {pid: unit or None}; parents: {pid: ppid}.
+    """
+    pids = set(p for p, u in pid_units.items() if u == unit)
+    if main_pid:
+        pids.add(main_pid)
+        for pid in pid_units:
+            seen = set()
+            p = pid
+            while p and p not in seen:
+                if p == main_pid:
+                    pids.add(pid)
+                    break
+                seen.add(p)
+                p = parents.get(p)
+    return sorted(pids)

@@ -1,0 +1,540 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: pd_doctor
+short_description: Inspect a running vLLM-Ascend PD deployment and diagnose it in the field report's order
+version_added: "0.1.0"
+description:
+  - Read-only diagnosis of a prefill/decode (PD) deployment with MooncakeConnectorV1. It never stops, starts,
+    writes or removes anything on a host.
+  - O(mode=inspect) runs on a PD host. For each engine unit it finds the running process (the unit's
+    C(MainPID), its descendants and every pid whose cgroup is the unit), reads C(VLLM_HOST_IP) and the NIC
+    variables from C(/proc/PID/environ) (and from the unit's environment file), lists the host's addresses,
+    and on a prefill engine reads every port of the kv_port group with its listener, owner pid, unit and
+    container, and the reserved windows the group must avoid. It also matches the engine's log lines of its
+    current invocation (C(journalctl)) against the known failure messages and reads the route and MTU towards
+    the peers, with C(ping -M do) at the path MTU when C(ping) is installed.
+  - O(mode=probe) runs on a decode host. It checks the route to each prefill address and whether every port
+    of the group answers the ZMTP greeting there (what the decode engine would dial).
+  - O(mode=diagnose) runs on the controller. It turns the inspect and probe results of all hosts into
+    findings ordered as the field report says (1 VLLM_HOST_IP, 2 the port group, 3 reachability, MTU, logs,
+    stale files), names the first failing one per cluster the root cause and the others consequences, and
+    renders a summary table and an HTML report with an SVG topology picture.
+options:
+  mode:
+    description: Which part of the diagnosis to run (see the description).
+    type: str
+    choices: [inspect, probe, diagnose]
+    default: inspect
+  engines:
+    description: O(mode=inspect) - the engine units on this host.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      kind:
+        description: V(prefill) (kv_producer, binds the group) or V(decode).
+        type: str
+        required: true
+        choices: [prefill, decode]
+      unit:
+        description: systemd unit of the engine.
+        type: str
+        required: true
+      env_file:
+        description: The unit's environment file, read to tell a stale process from a wrong file.
+        type: path
+      kv_port:
+        description: First port of the kv_port group (prefill).
+        type: int
+      tp_size:
+        description: Tensor-parallel size (prefill).
+        type: int
+        default: 1
+      dp_size:
+        description: Local data-parallel size (prefill).
+        type: int
+        default: 1
+      api_port:
+        description: OpenAI API port of the engine.
+        type: int
+  proxy:
+    description: O(mode=inspect) - the proxy on this host, with keys C(unit) and C(port).
+    type: dict
+  address:
+    description: O(mode=inspect) - the inventory's inter-node address of this host (the expected C(VLLM_HOST_IP)).
+    type: str
+  peers:
+    description:
+      - O(mode=inspect) - the inventory addresses of the other side's hosts of the same cluster, each a dict with
+        C(host) and C(address). Only these addresses get a route lookup and a C(ping).
+    type: list
+    elements: dict
+    default: []
+  ping:
+    description: O(mode=inspect) - send one C(ping -M do) at the path MTU to each peer (when C(ping) exists).
+    type: bool
+    default: true
+  extra_reserved:
+    description: O(mode=inspect) - API and proxy ports (V(8000), V(9000-9010)) that must not lie inside the group.
+    type: list
+    elements: str
+    default: []
+  npu_count:
+    description: O(mode=inspect) - NPUs of the host for the ADXL window; default the C(/dev/davinciN) count, else 8.
+    type: int
+  log_lines:
+    description: O(mode=inspect) - at most this many of the engine's latest log lines are read.
+    type: int
+    default: 5000
+  targets:
+    description:
+      - O(mode=probe) - what to probe, each a dict with C(host) (the prefill host), C(address), C(ports) (list of
+        int) and C(what) (V(advertised) or V(inventory)).
+    type: list
+    elements: dict
+    default: []
+  probe_timeout:
+    description: O(mode=probe) - seconds for each TCP connect and ZMTP greeting.
+    type: float
+    default: 1.0
+  hosts:
+    description:
+      - O(mode=diagnose) - per inventory host, its C(cluster), C(groups), C(address) (the resolved address
+        dict or null), C(address_error), C(unreachable), and the results C(inspect), C(probe) and C(residue).
+    type: dict
+    default: {}
+  title:
+    description: O(mode=diagnose) - title of the HTML report.
+    type: str
+    default: vLLM PD doctor
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+    details: Linux only (reads C(/proc), runs C(systemctl), C(journalctl) and C(ip)).
+notes:
+  - Run O(mode=inspect) with C(become) so that other users' sockets and process environments are visible.
+  - The socket table is the one of the module's network namespace.
+seealso:
+  - module: vllm_pd.ascend.kv_port_group
+  - module: vllm_pd.ascend.mooncake_residue
+author:
+  - vllm_pd.ascend maintainers (@vllm-pd)
+"""
+
+EXAMPLES = r"""
+- name: Inspect the prefill engine of this host
+  vllm_pd.ascend.pd_doctor:
+    mode: inspect
+    address: 10.0.30.10
+    engines:
+      - {kind: prefill, unit: vllm-pd-prefill.service, env_file: /etc/vllm-pd/prefill.env,
+         kv_port: 28002, tp_size: 8, api_port: 8100}
+    peers: [{host: d1, address: 10.0.30.11}]
+    extra_reserved: ["8000", "8100"]
+  become: true
+  register: inspect
+
+- name: From the decode host, probe what the prefill engine advertises
+  vllm_pd.ascend.pd_doctor:
+    mode: probe
+    targets:
+      - {host: p1, address: 10.0.30.10, ports: [28002, 28003, 28004, 28005, 28006, 28007, 28008, 28009],
+         what: advertised}
+
+- name: Diagnose on the controller
+  vllm_pd.ascend.pd_doctor:
+    mode: diagnose
+    hosts: "{{ doctor_hosts }}"
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+host:
+  description:
+    - O(mode=inspect) - C(addresses) (list of dicts ifname, family, address, prefix), C(mtu) (ifname to MTU),
+      C(default_dev) and C(default_src) (what vLLM auto-detection picks).
+  returned: when mode is inspect
+  type: dict
+engines:
+  description:
+    - O(mode=inspect) - per engine C(kind), C(unit), C(state) (systemctl show properties), C(pid), C(pids),
+      C(env) (address variables of the process, or null when no process runs), C(env_file) (same variables of
+      the file), C(advertised) (C(address), C(source)), C(api_listening), C(logs) (matched hints with lines),
+      C(tail) (last log lines when the unit is not active), and for prefill C(group).
+    - C(group) has C(ports), C(address), C(ok), C(closed), C(foreign), C(wrong_address), C(misleading),
+      C(blocking) (holder records as in kv_port_group), C(engine_addresses) and C(windows) (range findings).
+  returned: when mode is inspect
+  type: list
+  elements: dict
+proxy:
+  description: O(mode=inspect) - C(unit), C(port), C(state), C(listening), C(listeners).
+  returned: when mode is inspect and proxy is given
+  type: dict
+peers:
+  description: O(mode=inspect) - per peer C(host), C(address), C(route), C(mtu), C(ping) (C(ok), C(size), C(output)).
+  returned: when mode is inspect
+  type: list
+  elements: dict
+targets:
+  description: O(mode=probe) - per target the input plus C(route) and C(probes) (per port C(result) and C(detail)).
+  returned: when mode is probe
+  type: list
+  elements: dict
+findings:
+  description:
+    - O(mode=diagnose) - ordered findings, each with C(cluster), C(host), C(step), C(check), C(severity),
+      C(title), C(evidence) (list of str), C(fix) and C(role) (V(root cause), V(consequence) or V(note)).
+  returned: when mode is diagnose
+  type: list
+  elements: dict
+clusters:
+  description: O(mode=diagnose) - per cluster C(name), C(status), C(root_cause), C(hosts) and C(links).
+  returned: when mode is diagnose
+  type: list
+  elements: dict
+summary:
+  description: O(mode=diagnose) - the summary table as text lines, one block per cluster.
+  returned: when mode is diagnose
+  type: list
+  elements: str
+html:
+  description: O(mode=diagnose) - the HTML report (inline SVG topology).
+  returned: when mode is diagnose
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import owners as owners_mod
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_findings import diagnose
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_host import (
+    addresses_of, net_env, parse_default_route, parse_env_file, parse_environ, parse_ip_addr, parse_link_mtu,
+    parse_route_get, scan_log, unit_pids,
+)
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_report import render_html, summary_lines
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import build_holders, evaluate_listening
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
+    DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, HCCL_RANGE, TE_RPC_RANGE, adxl_window, detect_npu_count,
+    parse_port_list, port_group, range_findings, read_sysctl_ranges,
+)
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.sockets import addresses_overlap, blocks_bind, read_tcp_sockets
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import probe_many
+
+PROC = '/proc'
+SHOW_PROPS = ('LoadState', 'ActiveState', 'SubState', 'Result', 'MainPID', 'InvocationID', 'ActiveEnterTimestamp',
+              'InactiveEnterTimestamp', 'ExecMainStatus', 'NRestarts')
+TAIL = 8
+
+
+def _read(path):
+    """File bytes, or None when it cannot be read (process gone, no permission)."""
+    try:
+        with open(path, 'rb') as f:
+            return f.read()
+    except (IOError, OSError):
+        return None
+
+
+def _text(path):
+    raw = _read(path)
+    return raw.decode('utf-8', 'replace') if raw is not None else None
+
+
+class Host(object):
+    """The reads of one inspect run (processes are scanned once)."""
+
+    def __init__(self, module):
+        self.module = module
+        self._procs = None
+        self._info = {}
+
+    def run(self, argv):
+        rc, out, err = self.module.run_command(argv)
+        return rc, out, err
+
+    def tool(self, name):
+        return self.module.get_bin_path(name)
+
+    def procs(self):
+        """{pid: (unit, ppid)} of every visible process."""
+        if self._procs is None:
+            self._procs = {}
+            for pid in owners_mod.list_pids(PROC):
+                cg = owners_mod.parse_cgroup(_text('%s/%d/cgroup' % (PROC, pid)))
+                self._procs[pid] = (owners_mod.unit_from_cgroup_path(cg),
+                                    owners_mod.parse_stat_ppid(_text('%s/%d/stat' % (PROC, pid))))
+        return self._procs
+
+    def info(self, pid):
+        if pid not in self._info:
+            self._info[pid] = owners_mod.process_info(pid, PROC)
+        return self._info[pid]
+
+    def unit_show(self, unit):
+        systemctl = self.tool('systemctl')
+        if not systemctl:
+            return dict(error='systemctl not found')
+        argv = [systemctl, 'show']
+        for p in SHOW_PROPS:
+            argv += ['-p', p]
+        rc, out, err = self.run(argv + ['--', unit])
+        if rc != 0:
+            return dict(error=(err or '').strip() or 'systemctl show failed (rc=%d)' % rc)
+        return owners_mod.parse_systemctl_show(out)
+
+    def journal(self, unit, invocation, lines):
+        journalctl = self.tool('journalctl')
+        if not journalctl:
+            return None, 'journalctl not found'
+        # only the current (or last) run of the unit: an old run's errors are history, not evidence
+        match = ['_SYSTEMD_INVOCATION_ID=%s' % invocation] if invocation else ['-u', unit]
+        rc, out, err = self.run([journalctl, '--no-pager', '-o', 'short-iso', '-n', str(lines)] + match)
+        if rc != 0:
+            return None, (err or '').strip() or 'journalctl failed (rc=%d)' % rc
+        return [ln for ln in out.splitlines() if not ln.startswith('-- ')], None
+
+    def ip(self, *args):
+        ip = self.tool('ip')
+        if not ip:
+            return None
+        rc, out, _err = self.run([ip, '-o'] + list(args))
+        return out if rc == 0 else None
+
+
+def engine_pids(host, unit, main_pid):
+    procs = host.procs()
+    return unit_pids(unit, dict((p, u) for p, (u, _pp) in procs.items()), main_pid,
+                     dict((p, pp) for p, (_u, pp) in procs.items()))
+
+
+def inspect_group(host, eng, address, pids, env, params):
+    ports = port_group(eng['kv_port'], eng['tp_size'], 1, 1, 0, eng['dp_size'])
+    socks = read_tcp_sockets(PROC, ports)
+    listen = [s for s in socks if s['state'] == 'LISTEN']
+    other = [s for s in socks if s['state'] != 'LISTEN' and blocks_bind(s, address)]
+    owners = owners_mod.socket_owners(PROC, [s['inode'] for s in socks])
+    pidset = set(pids)
+
+    def is_engine(h):
+        return any(p in pidset for p in h.get('pids') or [])
+
+    holders = build_holders(listen, owners, host.info)
+    ev = evaluate_listening(ports, address, holders, is_engine)
+    blocking = [h for h in build_holders(other, owners, host.info) if not is_engine(h)]
+    npu = params['npu_count'] or detect_npu_count('/dev') or DEFAULT_NPU_COUNT
+    try:
+        base = int((env or {}).get('ASCEND_BASE_PORT') or DEFAULT_ASCEND_BASE_PORT)
+    except ValueError:
+        base = DEFAULT_ASCEND_BASE_PORT
+    extra = []
+    for item in params['extra_reserved']:
+        try:
+            extra.extend(parse_port_list(str(item)))
+        except ValueError:
+            host.module.fail_json(msg='extra_reserved item %r is not a port or a range like 9000-9010' % item)
+    windows = [('AdxlWindow', 'AscendDirectTransport (ADXL/RDMA) window', adxl_window(base, npu),
+                'Mooncake binds random ports there, so vLLM fails now and then with "Address already in use"'),
+               ('TeRpcRange', 'Mooncake Transfer Engine RPC range', TE_RPC_RANGE, 'the Transfer Engine binds there'),
+               ('HcclRange', 'HCCL port range', HCCL_RANGE, 'HCCL binds there')]
+    ephemeral, reserved = read_sysctl_ranges(PROC)
+    # listeners that do not block vLLM's bind but answer curl on another address (the Grafana trap)
+    misleading = [h for h in holders if not is_engine(h) and not addresses_overlap(h['address'], h['family'], address)]
+    return dict(ports=ports, address=address, ok=ev['ok'], closed=ev['closed'], foreign=ev['foreign'],
+                wrong_address=ev['wrong_address'], misleading=misleading, blocking=blocking,
+                engine_addresses=sorted(set(h['address'] for h in holders if is_engine(h))),
+                windows=range_findings(ports, windows, ephemeral, reserved, extra))
+
+
+def inspect_engine(host, eng, params, host_facts):
+    show = host.unit_show(eng['unit'])
+    active = show.get('ActiveState') == 'active'
+    try:
+        main_pid = int(show.get('MainPID') or 0) or None
+    except ValueError:
+        main_pid = None
+    pids = engine_pids(host, eng['unit'], main_pid) if active else []
+    pid = main_pid if main_pid in pids else (pids[0] if pids else None)
+    env = None
+    if pid:
+        raw = _read('%s/%d/environ' % (PROC, pid))
+        env = net_env(parse_environ(raw)) if raw is not None else None
+    file_env = None
+    if eng.get('env_file'):
+        text = _text(eng['env_file'])
+        file_env = net_env(parse_env_file(text)) if text is not None else None
+    out = dict(kind=eng['kind'], unit=eng['unit'], state=show, active=active, pid=pid, pids=pids,
+               cmdline=host.info(pid).get('cmdline') if pid else None, env=env, env_file=file_env,
+               env_readable=env is not None or not pid)
+    lines, err = host.journal(eng['unit'], show.get('InvocationID'), params['log_lines'])
+    out['logs'] = scan_log(lines, eng['kind'])
+    out['log_error'] = err
+    out['tail'] = (lines or [])[-TAIL:] if not active else []
+    if eng.get('api_port'):
+        socks = [s for s in read_tcp_sockets(PROC, [eng['api_port']]) if s['state'] == 'LISTEN']
+        owners = owners_mod.socket_owners(PROC, [s['inode'] for s in socks])
+        out['api_listening'] = sorted(set(s['address'] for s in socks
+                                          if any(p in pids for p in owners.get(s['inode'], []))))
+    if eng['kind'] == 'prefill' and eng.get('kv_port'):
+        out['group'] = inspect_group(host, eng, params['address'], pids, env, params)
+    # what D would dial: VLLM_HOST_IP, else what the engine bound, else vLLM's default-route guess [facts §1]
+    live = (env or {}).get('VLLM_HOST_IP')
+    conf = (file_env or {}).get('VLLM_HOST_IP')
+    bound = (out.get('group') or {}).get('engine_addresses') or []
+    if live:
+        adv = dict(address=live, source='VLLM_HOST_IP of pid %d' % pid)
+    elif bound:
+        adv = dict(address=bound[0], source='address the engine listens on (VLLM_HOST_IP unset)')
+    elif not pid and conf:
+        adv = dict(address=conf, source='VLLM_HOST_IP of %s (engine not running)' % eng.get('env_file'))
+    elif host_facts.get('default_src'):
+        adv = dict(address=host_facts['default_src'],
+                   source='default-route address on %s (vLLM auto-detection, VLLM_HOST_IP unset)' %
+                          host_facts['default_dev'])
+    else:
+        adv = dict(address=None, source='unknown')
+    out['advertised'] = adv
+    return out
+
+
+def inspect_proxy(host, proxy):
+    unit = proxy.get('unit') or 'vllm-pd-proxy.service'
+    show = host.unit_show(unit)
+    out = dict(unit=unit, port=proxy.get('port'), state=show, active=show.get('ActiveState') == 'active')
+    if proxy.get('port'):
+        socks = [s for s in read_tcp_sockets(PROC, [int(proxy['port'])]) if s['state'] == 'LISTEN']
+        out['listening'] = sorted(set(s['address'] for s in socks))
+    return out
+
+
+def inspect_peer(host, peer, mtus, want_ping):
+    addr = peer.get('address')
+    res = dict(host=peer.get('host'), address=addr, route=None, mtu=None, ping=None)
+    if not addr:
+        return res
+    text = host.ip('route', 'get', addr)
+    res['route'] = parse_route_get(text) if text is not None else dict(type='error', dev=None, src=None, via=None,
+                                                                       mtu=None)
+    route = res['route']
+    res['route_text'] = ' '.join((text or '').split())
+    res['mtu'] = route.get('mtu') or mtus.get(route.get('dev'))
+    ping = host.tool('ping')
+    if not want_ping or route.get('type') != 'unicast' or not res['mtu']:
+        return res
+    if not ping:
+        res['ping'] = dict(ok=None, size=None, output='ping is not installed; path MTU not probed')
+        return res
+    size = res['mtu'] - (48 if ':' in addr else 28)
+    rc, out, err = host.run([ping, '-n', '-c', '1', '-W', '2', '-M', 'do', '-s', str(size), addr])
+    tail = [ln for ln in ((out or '') + (err or '')).splitlines() if ln.strip()][-3:]
+    res['ping'] = dict(ok=rc == 0, size=size, output=' / '.join(tail))
+    return res
+
+
+def run_inspect(module):
+    p = module.params
+    host = Host(module)
+    addrs = parse_ip_addr(host.ip('addr', 'show') or '')
+    mtus = parse_link_mtu(host.ip('link', 'show') or '')
+    dev = parse_default_route(host.ip('route', 'show', 'default') or '')
+    src = (addresses_of(addrs, dev) or [None])[0] if dev else None
+    facts = dict(addresses=addrs, mtu=mtus, default_dev=dev, default_src=src)
+    engines = []
+    for eng in p['engines']:
+        for key, default in (('tp_size', 1), ('dp_size', 1)):
+            eng[key] = int(eng.get(key) or default)
+        if eng.get('kv_port') is not None:
+            eng['kv_port'] = int(eng['kv_port'])
+        if eng.get('api_port') is not None:
+            eng['api_port'] = int(eng['api_port'])
+        engines.append(inspect_engine(host, eng, p, facts))
+    result = dict(changed=False, host=facts, engines=engines,
+                  peers=[inspect_peer(host, peer, mtus, p['ping']) for peer in p['peers']])
+    if p['proxy']:
+        result['proxy'] = inspect_proxy(host, p['proxy'])
+    module.exit_json(**result)
+
+
+def run_probe(module):
+    p = module.params
+    host = Host(module)
+    out = []
+    for t in p['targets']:
+        t = dict(t)
+        ports = [int(x) for x in t.get('ports') or []]
+        text = host.ip('route', 'get', t['address']) if t.get('address') else None
+        t['route'] = parse_route_get(text) if text is not None else dict(type='error', dev=None, src=None, via=None,
+                                                                         mtu=None)
+        t['route_text'] = ' '.join((text or '').split())
+        t['probes'] = probe_many(t['address'], ports, timeout=p['probe_timeout']) if t.get('address') else []
+        out.append(t)
+    module.exit_json(changed=False, targets=out)
+
+
+def run_diagnose(module):
+    p = module.params
+    findings, clusters = diagnose(p['hosts'])
+    module.exit_json(changed=False, findings=findings, clusters=clusters, summary=summary_lines(clusters, findings),
+                     html=render_html(clusters, findings, p['title']))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            mode=dict(type='str', choices=['inspect', 'probe', 'diagnose'], default='inspect'),
+            engines=dict(type='list', elements='dict', default=[], options=dict(
+                kind=dict(type='str', required=True, choices=['prefill', 'decode']),
+                unit=dict(type='str', required=True),
+                env_file=dict(type='path'),
+                kv_port=dict(type='int'),
+                tp_size=dict(type='int', default=1),
+                dp_size=dict(type='int', default=1),
+                api_port=dict(type='int'))),
+            proxy=dict(type='dict'),
+            address=dict(type='str'),
+            peers=dict(type='list', elements='dict', default=[]),
+            ping=dict(type='bool', default=True),
+            extra_reserved=dict(type='list', elements='str', default=[]),
+            npu_count=dict(type='int'),
+            log_lines=dict(type='int', default=5000),
+            targets=dict(type='list', elements='dict', default=[]),
+            probe_timeout=dict(type='float', default=1.0),
+            hosts=dict(type='dict', default={}),
+            title=dict(type='str', default='vLLM PD doctor'),
+        ),
+        supports_check_mode=True,
+    )
+    mode = module.params['mode']
+    if mode == 'inspect':
+        if not module.params['address'] and any(e['kind'] == 'prefill' for e in module.params['engines']):
+            module.fail_json(msg='mode=inspect of a prefill engine needs address (the inventory address)')
+        if not os.path.isdir(PROC):
+            module.fail_json(msg='%s is missing: pd_doctor reads Linux /proc' % PROC)
+        run_inspect(module)
+    elif mode == 'probe':
+        run_probe(module)
+    else:
+        run_diagnose(module)
+
+
+if __name__ == '__main__':
+    main()
