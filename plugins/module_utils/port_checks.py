@@ -129,7 +129,7 @@ def plan_stops(busy, stop_services, owner_unit=None):
 def holder_lines(holders):
     """Stable text lines for diff output."""
     return sorted(set('%s %s pid=%s %s unit=%s' % (h['endpoint'], h['state'], h.get('pid'), h.get('process'),
-                                                  h.get('unit')) for h in holders))
+                                                   h.get('unit')) for h in holders))
 
 
 def evaluate_listening(ports, host_ip, listeners, is_expected):

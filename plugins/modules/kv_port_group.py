@@ -359,7 +359,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import 
     build_holders, describe_holder, evaluate_listening, holder_lines, normalize_unit, plan_stops,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
-    ADXL_PORTS_PER_NPU, DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, detect_npu_count,
+    DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, detect_npu_count,
     format_port_list, parse_port_list, port_group, ports_to_ranges, range_findings, read_sysctl_ranges,
     reserved_with,
 )
@@ -691,8 +691,8 @@ def run_listening(module, ops, params, ports, host_ip, result):
                 main_pid[0] = None
         if owner_pid and not ops.pid_alive(owner_pid):
             f = dict(check='UnitInactive', ports=list(ports),
-                     msg='owner pid %d exited while waiting for the kv_port group %s on %s' % (owner_pid, span(ports),
-                                                                                             host_ip))
+                     msg='owner pid %d exited while waiting for the kv_port group %s on %s' % (
+                         owner_pid, span(ports), host_ip))
             result['findings'] = [f]
             module.fail_json(msg=summarize([f], 'vLLM did not come up'), **result)
         holders = listeners_snapshot(ops, ports)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark: kv_port_group preflight vs. the no-op module floor vs. the field report's shell loop.
@@ -84,7 +83,7 @@ def count_tcp():
     n = 0
     for name in ('/proc/net/tcp', '/proc/net/tcp6'):
         with open(name) as f:
-            n += sum(1 for _ in f) - 1
+            n += len(f.readlines()) - 1
     return n
 
 
@@ -125,29 +124,38 @@ def stop_children(children):
 
 
 def build_payload(workdir, module, args):
-    """Run `ansible localhost -m MODULE` once with kept remote files; return the AnsiballZ path."""
+    """Run `ansible localhost -m MODULE` once with kept remote files; return the AnsiballZ path.
+
+    ansible-core 2.19 only writes AnsiballZ_*.py into the remote tmp when the connection does not
+    pipeline, and the project's ansible.cfg (exported as ANSIBLE_CONFIG in the dev shell) turns
+    pipelining on and points at the lab inventory: so run with a config of our own.
+    """
     coll = os.path.join(workdir, 'collections')
     os.makedirs(os.path.join(coll, 'ansible_collections', 'vllm_pd'), exist_ok=True)
     link = os.path.join(coll, 'ansible_collections', 'vllm_pd', 'ascend')
     if not os.path.lexists(link):
         os.symlink(REPO, link)
+    cfg = os.path.join(workdir, 'ansible.cfg')
+    with open(cfg, 'w') as f:
+        f.write('[defaults]\ngathering = explicit\n')
     remote_tmp = os.path.join(workdir, 'remote_tmp_%s' % module.replace('.', '_'))
-    env = dict(os.environ, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=remote_tmp,
-               ANSIBLE_COLLECTIONS_PATH=coll, ANSIBLE_LOCALHOST_WARNING='0', ANSIBLE_NOCOLOR='1',
-               ANSIBLE_PYTHON_INTERPRETER=PYTHON)
-    cmd = [os.path.join(HERE_BIN, 'ansible'), 'localhost', '-c', 'local', '-m', module]
+    env = dict(os.environ, ANSIBLE_CONFIG=cfg, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_PIPELINING='0',
+               ANSIBLE_REMOTE_TMP=remote_tmp, ANSIBLE_COLLECTIONS_PATH=coll, ANSIBLE_LOCALHOST_WARNING='0',
+               ANSIBLE_NOCOLOR='1', ANSIBLE_PYTHON_INTERPRETER=PYTHON)
+    cmd = [os.path.join(HERE_BIN, 'ansible'), 'localhost', '-i', 'localhost,', '-c', 'local', '-m', module]
     if args:
         cmd += ['-a', json.dumps(args)]
-    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    res = subprocess.run(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
     found = glob.glob(os.path.join(remote_tmp, 'ansible-tmp-*', 'AnsiballZ_*.py'))
     if not found:
-        raise SystemExit('no AnsiballZ payload kept for %s (cmd: %s)' % (module, ' '.join(cmd)))
+        raise SystemExit('no AnsiballZ payload kept for %s (cmd: %s):\n%s' % (
+            module, ' '.join(cmd), res.stdout.decode('utf-8', 'replace')[-2000:]))
     return found[0]
 
 
 def time_runs(argv, runs, env=None):
     times, out = [], None
-    for _ in range(runs):
+    for _run in range(runs):
         t0 = time.perf_counter()
         res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
         times.append(time.perf_counter() - t0)
@@ -192,7 +200,7 @@ PYTHON = '/usr/bin/python3' if os.access('/usr/bin/python3', os.X_OK) else sys.e
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     ap.add_argument('--sockets', type=int, default=16000)
     ap.add_argument('--runs', type=int, default=9)
     ap.add_argument('--loop-runs', type=int, default=3)
@@ -227,7 +235,7 @@ def main():
         env = dict(os.environ)
         time_runs([PYTHON, ping_payload], 2, env)           # warm caches for both
         time_runs([PYTHON, mod_payload], 2, env)
-        floor_t, _out = time_runs([PYTHON, ping_payload], opts.runs, env)
+        floor_t = time_runs([PYTHON, ping_payload], opts.runs, env)[0]
         mod_t, mod_out = time_runs([PYTHON, mod_payload], opts.runs, env)
         loop_t, loop_out = time_runs(['bash', '-c', LOOP % ' '.join(str(p) for p in group)], opts.loop_runs, env)
 

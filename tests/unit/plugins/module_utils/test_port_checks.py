@@ -20,7 +20,7 @@ def sock(port, addr='0.0.0.0', state='LISTEN', inode=None, fam='tcp'):
 
 
 def holders(socks, owners):
-    return C.build_holders(socks, owners, lambda pid: INFO.get(pid))
+    return C.build_holders(socks, owners, INFO.get)
 
 
 def test_build_holders_and_describe():

@@ -140,7 +140,7 @@ def test_real_established_blocks(free_group):
     port = free_group(1)[0]
     srv = _bound(socket.AF_INET, '127.0.0.1', port)
     cli = socket.create_connection(('127.0.0.1', port))
-    acc, _ = srv.accept()
+    acc = srv.accept()[0]
     srv.close()   # listener gone; the accepted connection still uses the port
     try:
         socks = S.read_tcp_sockets(ports={port})

@@ -60,7 +60,7 @@ class TcpServer(object):
         self.srv.settimeout(0.1)
         while not self.stop:
             try:
-                c, _ = self.srv.accept()
+                c = self.srv.accept()[0]
             except socket.timeout:
                 continue
             except OSError:

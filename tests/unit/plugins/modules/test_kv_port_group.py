@@ -160,7 +160,7 @@ def test_free_unlisted_holder_is_an_error_and_nothing_stops(run_module, free_gro
 
 
 def test_free_real_stop_path_uses_systemctl_argv_and_waits(run_module, monkeypatch, free_group, spawn_listener,
-                                                          fake_units):
+                                                           fake_units):
     """The honest path: run_command(['systemctl', 'stop', '--', unit]); the port stays busy -> timeout error."""
     ports = free_group(2)
     holder = spawn_listener(HOST, ports[0])
@@ -241,7 +241,7 @@ def test_free_established_connection_blocks(run_module, free_group):
     cli = socket.socket()
     cli.bind((HOST, ports[1]))        # outbound connection whose local port is in the group
     cli.connect(('127.0.0.1', ports[1] + 1000))
-    acc, _ = srv.accept()
+    acc = srv.accept()[0]
     try:
         failed, res = run_module(M, args(ports))
     finally:
