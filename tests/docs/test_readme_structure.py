@@ -77,10 +77,12 @@ def test_readmes_have_the_same_structure():
     assert differences(en, zh) == []
 
 
-def test_the_two_commands_stay_on_the_first_screen():
-    en = (ROOT / "README.md").read_text(encoding="utf-8")
-    first_block = next(i for i in outline(en) if i[0] == "code")
+@pytest.mark.parametrize("name", ["README.md", "README.zh-CN.md"])
+def test_the_two_commands_stay_on_the_first_screen(name):
+    text = (ROOT / name).read_text(encoding="utf-8")
+    first_block = next(i for i in outline(text) if i[0] == "code")
     assert first_block[2] == ("bash scripts/demo", "bash scripts/test")
+    assert any(line.startswith("bash scripts/test") for line in text.splitlines()[:20]), "not on the first screen"
 
 
 EN = """# T
