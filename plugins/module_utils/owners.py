@@ -117,26 +117,53 @@ def unit_from_cgroup_path(path):
     return None
 
 
-def container_from_cgroup_path(path):
-    """{'runtime': ..., 'id': ...} for a containerised cgroup path, else None."""
+def containers_in_cgroup_path(path):
+    """Every container a cgroup path lies in, outermost first: [{'runtime': ..., 'id': ...}, ...]."""
     if not path:
-        return None
+        return []
     comps = [c for c in path.split('/') if c]
+    found = []
+
+    def add(runtime, cid):
+        # libpod_parent/libpod-ID names one container twice
+        if not found or found[-1]['id'] != cid:
+            found.append(dict(runtime=runtime, id=cid))
     for idx, comp in enumerate(comps):
         for runtime, rx in _CONTAINER_PATTERNS:
             m = rx.match(comp)
             if m:
-                return dict(runtime=runtime, id=m.group(1))
-        if comp in ('docker', 'containers', 'libpod_parent', 'machine') and idx + 1 < len(comps):
-            nxt = comps[idx + 1]
-            if comp == 'libpod_parent' and nxt.startswith('libpod-'):
-                nxt = nxt[len('libpod-'):]
-            if _BARE_ID.match(nxt):
-                return dict(runtime='podman' if comp != 'docker' else 'docker', id=nxt)
+                add(runtime, m.group(1))
+                break
+        else:
+            if comp in ('docker', 'containers', 'libpod_parent', 'machine') and idx + 1 < len(comps):
+                nxt = comps[idx + 1]
+                if comp == 'libpod_parent' and nxt.startswith('libpod-'):
+                    nxt = nxt[len('libpod-'):]
+                if _BARE_ID.match(nxt):
+                    add('podman' if comp != 'docker' else 'docker', nxt)
     # kubepods/.../<64 hex> (cgroupfs driver)
-    if comps and comps[0].startswith('kubepods') and _BARE_ID.match(comps[-1]):
-        return dict(runtime='kubernetes', id=comps[-1])
+    if not found and comps and comps[0].startswith('kubepods') and _BARE_ID.match(comps[-1]):
+        add('kubernetes', comps[-1])
+    return found
+
+
+def container_from_cgroup_path(path, own=()):
+    """The innermost container of a cgroup path that is not one of own (the reader's), else None.
+
+    own: containers of the module's own process (own_containers()). A holder in the same
+    container as the module is, from where the module stands, just a local process: naming
+    that container would send the operator to stop the very host the module runs on.
+    """
+    own_ids = set(c['id'] for c in own)
+    for c in reversed(containers_in_cgroup_path(path)):
+        if c['id'] not in own_ids:
+            return c
     return None
+
+
+def own_containers(proc_root='/proc'):
+    """Containers the reading process itself runs in (from proc_root/self/cgroup), outermost first."""
+    return containers_in_cgroup_path(parse_cgroup(_read(os.path.join(proc_root, 'self', 'cgroup'))))
 
 
 def resolve_container_name(container, root='/'):
@@ -165,8 +192,12 @@ def parse_stat_ppid(text):
         return None
 
 
-def process_info(pid, proc_root='/proc'):
-    """Process name, cmdline, ppid, cgroup unit and container of pid (None fields if gone)."""
+def process_info(pid, proc_root='/proc', own=()):
+    """Process name, cmdline, ppid, cgroup unit and container of pid (None fields if gone).
+
+    own: the module's own containers (own_containers()); the container reported is one of those
+    only when the holder runs in a container nested in them.
+    """
     base = os.path.join(proc_root, str(pid))
     comm = _read(os.path.join(base, 'comm'))
     raw = _read(os.path.join(base, 'cmdline'), binary=True)
@@ -174,7 +205,7 @@ def process_info(pid, proc_root='/proc'):
     if raw:
         cmdline = ' '.join(a.decode('utf-8', 'replace') for a in raw.rstrip(b'\0').split(b'\0'))
     cgpath = parse_cgroup(_read(os.path.join(base, 'cgroup')))
-    container = container_from_cgroup_path(cgpath)
+    container = container_from_cgroup_path(cgpath, own)
     return dict(
         pid=pid,
         name=comm.strip() if comm else None,

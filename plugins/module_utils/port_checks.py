@@ -77,7 +77,17 @@ def _is_service_unit(unit):
     return unit not in ('init.scope',) and not unit.startswith('user@')
 
 
-def plan_stops(busy, stop_services, owner_unit=None):
+def split_holders(holders, is_owner):
+    """(held by the owner, the others); is_owner None means there is no owner to tell apart."""
+    if is_owner is None:
+        return [], list(holders)
+    owned, others = [], []
+    for h in holders:
+        (owned if is_owner(h) else others).append(h)
+    return owned, others
+
+
+def plan_stops(busy, stop_services):
     """Decide what may be stopped.
 
     Returns (units_to_stop sorted, findings for holders that may not be stopped).
@@ -105,9 +115,6 @@ def plan_stops(busy, stop_services, owner_unit=None):
             fix = 'stop the process that bound it, or pick another kv_port'
         elif first.get('pid') is None:
             fix = 'find the owner with root privileges (the module must run with become) or pick another kv_port'
-        elif unit and owner_unit and unit == normalize_unit(owner_unit):
-            fix = ('this is the vLLM service itself, still running; stop %s before the preflight '
-                   '(or add it to vllm_pd_stop_services)' % unit)
         elif first.get('container'):
             fix = ('stop the container %s (podman/docker stop %s), or add its unit %s to vllm_pd_stop_services, '
                    'or pick another kv_port' % (first.get('container_name') or first['container'][:12],

@@ -136,13 +136,17 @@ options:
     default: []
   owner_unit:
     description:
-      - The systemd unit expected to own the group (the vLLM prefill service), for O(state=listening).
-      - A listener belongs to it when its pid's cgroup is the unit or the pid descends from the unit's MainPID.
-      - With O(state=free), a holder that is this unit gets a hint that vLLM is still running.
+      - The systemd unit expected to own the group (the vLLM prefill service).
+      - A socket belongs to it when a pid holding it has the unit's cgroup or descends from the unit's MainPID.
+      - With O(state=listening), every port must listen and belong to it.
+      - With O(state=free), ports held by the unit's process tree are the service the deployment is about to
+        (re)start, for example after O(kv_port) changed while the old instance still runs. They are returned in
+        RV(held_by_owner), are no failure, and the unit is never stopped by this module (the restart frees them).
     type: str
   owner_pid:
     description:
-      - Pid expected to own the group (the listener pid or one of its ancestors), for O(state=listening).
+      - Pid expected to own the group (the listener pid or one of its ancestors). Used like O(owner_unit), in
+        both O(state=listening) and O(state=free).
     type: int
   remote_host:
     description:
@@ -202,8 +206,15 @@ EXAMPLES = r"""
     host_ip: 10.0.30.10
     stop_services: [grafana-server.service]
     extra_reserved: ["8000", "8100"]
+    owner_unit: vllm-pd-prefill.service   # its own ports (a running old instance) are no failure
     state: free
   become: true
+  register: preflight
+
+- name: Show the ports the running vLLM service still holds (freed by its restart)
+  ansible.builtin.debug:
+    msg: "{{ preflight.held_by_owner | map(attribute='endpoint') | list }}"
+  when: preflight.held_by_owner | length > 0
 
 - name: Reserve the group in the ephemeral range instead of failing
   vllm_pd.ascend.kv_port_group:
@@ -244,7 +255,9 @@ host_ip:
   type: str
   sample: 10.0.30.10
 busy:
-  description: Sockets that block vLLM's bind on a port of the group (O(state=free)), found before any stop.
+  description:
+    - Sockets that block vLLM's bind on a port of the group (O(state=free)), found before any stop.
+    - Sockets of the expected owner (O(owner_unit), O(owner_pid)) are in RV(held_by_owner) instead.
   returned: when state is free
   type: list
   elements: dict
@@ -278,7 +291,9 @@ busy:
       description: systemd unit from the pid's cgroup.
       type: str
     container:
-      description: Container id from the cgroup path, when the holder runs in a container.
+      description:
+        - Container id from the cgroup path, when the holder runs in a container other than the one the
+          module runs in (on a host that is itself a container, its own processes are local).
       type: str
   sample:
     - port: 28004
@@ -290,6 +305,24 @@ busy:
       process: grafana
       cmdline: /usr/share/grafana/bin/grafana server
       unit: grafana-server.service
+      container: null
+held_by_owner:
+  description:
+    - With O(state=free), sockets on ports of the group held by the process tree of O(owner_unit) or
+      O(owner_pid), that is by the vLLM service about to be (re)started. Not a failure. Same fields as RV(busy).
+  returned: when state is free
+  type: list
+  elements: dict
+  sample:
+    - port: 28003
+      address: 10.0.30.10
+      endpoint: 10.0.30.10:28003
+      state: LISTEN
+      pid: 4711
+      pids: [4711]
+      process: python3
+      cmdline: vllm serve /models/m --kv-transfer-config ...
+      unit: vllm-pd-prefill.service
       container: null
 misleading:
   description:
@@ -356,7 +389,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import owners as owners_mod
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import (
-    build_holders, describe_holder, evaluate_listening, holder_lines, normalize_unit, plan_stops,
+    build_holders, describe_holder, evaluate_listening, holder_lines, normalize_unit, plan_stops, split_holders,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
     DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, detect_npu_count,
@@ -380,6 +413,7 @@ class HostOps(object):
         self.proc_root = proc_root
         self.dev_root = dev_root
         self._info = {}
+        self._own_containers = owners_mod.own_containers(proc_root)
 
     def reset(self):
         self._info = {}
@@ -392,7 +426,7 @@ class HostOps(object):
 
     def process_info(self, pid):
         if pid not in self._info:
-            info = owners_mod.process_info(pid, self.proc_root)
+            info = owners_mod.process_info(pid, self.proc_root, self._own_containers)
             if info.get('container'):
                 info['container_name'] = owners_mod.resolve_container_name(
                     dict(runtime=info.get('container_runtime'), id=info['container']))
@@ -559,6 +593,40 @@ def host_ip_finding(ops, host_ip):
                     host_ip, err))
 
 
+def main_pid_of(show):
+    try:
+        return int(show.get('MainPID') or 0) or None
+    except ValueError:
+        return None
+
+
+def held_by(ops, h, owner_unit, main_pid, owner_pid):
+    """True when a pid of holder h is in the owner's process tree: its cgroup is owner_unit, or it
+    descends from the unit's MainPID or from owner_pid."""
+    for pid in h.get('pids') or []:
+        if owner_unit and ops.process_info(pid).get('unit') == owner_unit:
+            return True
+        if main_pid and ops.is_descendant(pid, main_pid):
+            return True
+        if owner_pid and ops.is_descendant(pid, owner_pid):
+            return True
+    return False
+
+
+def owner_predicate(ops, params):
+    """holder -> bool for O(owner_unit)/O(owner_pid) in state=free, or None when neither is given."""
+    owner_unit = normalize_unit(params['owner_unit']) if params['owner_unit'] else None
+    owner_pid = params['owner_pid']
+    if not owner_unit and not owner_pid:
+        return None
+    main_pid = None
+    if owner_unit:
+        show = ops.unit_show(owner_unit)
+        # not loaded or not queryable: the cgroup match alone still finds its processes
+        main_pid = main_pid_of(show) if 'error' not in show else None
+    return lambda h: held_by(ops, h, owner_unit, main_pid, owner_pid)
+
+
 def run_free(module, ops, params, ports, host_ip, result):
     findings, reserved = static_checks(module, ops, params, ports, result)
     hf = host_ip_finding(ops, host_ip)
@@ -585,10 +653,13 @@ def run_free(module, ops, params, ports, host_ip, result):
                 busy.append(dict(port=port, address=host_ip, family='tcp6' if ':' in host_ip else 'tcp',
                                  state='BOUND', inode=None, endpoint=format_endpoint(host_ip, port), pids=[],
                                  pid=None, process=None, cmdline=None, unit=None, container=None))
+    is_owner = owner_predicate(ops, params) if busy else None
+    owned, busy = split_holders(busy, is_owner)
     result['busy'] = busy
+    result['held_by_owner'] = owned
     result['misleading'] = misleading
     misleading_warning(module, misleading, host_ip)
-    to_stop, busy_findings = plan_stops(busy, params['stop_services'], params['owner_unit'])
+    to_stop, busy_findings = plan_stops(busy, params['stop_services'])
     findings.extend(busy_findings)
     result['findings'] = public_findings(findings)
     if findings:
@@ -624,13 +695,13 @@ def run_free(module, ops, params, ports, host_ip, result):
                                      span([h['port'] for h in busy if h.get('unit') == unit])), **result)
     deadline = time.time() + params['timeout']
     while True:
-        still, _mis = snapshot(ops, ports, host_ip)
+        still = split_holders(snapshot(ops, ports, host_ip)[0], is_owner)[1]
         if not still:
             return
         if time.time() >= deadline:
             break
         time.sleep(POLL)
-    _units, remaining = plan_stops(still, [], params['owner_unit'])
+    remaining = plan_stops(still, [])[1]
     fail = [dict(check='PortBusy', ports=f['ports'], msg=f['msg'].replace(
         'busy:', 'still busy %ds after stopping %s:' % (params['timeout'], ', '.join(to_stop)), 1)) for f in remaining]
     result['findings'] = fail
@@ -665,15 +736,7 @@ def run_listening(module, ops, params, ports, host_ip, result):
     def is_expected(h):
         if not owner_unit and not owner_pid:
             return None
-        for pid in h.get('pids') or []:
-            info = ops.process_info(pid)
-            if owner_unit and info.get('unit') == owner_unit:
-                return True
-            if main_pid[0] and ops.is_descendant(pid, main_pid[0]):
-                return True
-            if owner_pid and ops.is_descendant(pid, owner_pid):
-                return True
-        return False
+        return held_by(ops, h, owner_unit, main_pid[0], owner_pid)
 
     while True:
         if owner_unit:
@@ -685,10 +748,7 @@ def run_listening(module, ops, params, ports, host_ip, result):
                          % (owner_unit, dead, span(ports), host_ip, owner_unit))
                 result['findings'] = [f]
                 module.fail_json(msg=summarize([f], 'vLLM did not come up'), **result)
-            try:
-                main_pid[0] = int(show.get('MainPID') or 0) or None
-            except ValueError:
-                main_pid[0] = None
+            main_pid[0] = main_pid_of(show)
         if owner_pid and not ops.pid_alive(owner_pid):
             f = dict(check='UnitInactive', ports=list(ports),
                      msg='owner pid %d exited while waiting for the kv_port group %s on %s' % (

@@ -197,10 +197,15 @@ def run_module(monkeypatch):
     return _run
 
 
-def wait_until(pred, timeout=10.0, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
+@pytest.fixture
+def wait_until():
+    """wait_until(pred, timeout=10.0, step=0.05) -> pred() became true in time (a fixture: test modules
+    cannot import from conftest by name, other test trees have a conftest module too)."""
+    def _wait(pred, timeout=10.0, step=0.05):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if pred():
+                return True
+            time.sleep(step)
+        return pred()
+    return _wait

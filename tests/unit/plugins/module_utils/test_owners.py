@@ -74,7 +74,7 @@ def make_proc(root, pid, ppid=1, comm='proc', cmdline=('proc',), cgroup='0::/\n'
     (d / 'comm').write_text(comm + '\n')
     (d / 'cmdline').write_bytes(b'\0'.join(a.encode() for a in cmdline) + b'\0')
     (d / 'cgroup').write_text(cgroup)
-    (d / 'stat').write_text('%d (%s) %s %d %d %d 0 -1\n' % (pid, comm, state, ppid, pid, pid))
+    (d / 'stat').write_text('%s (%s) %s %d %s %s 0 -1\n' % (pid, comm, state, ppid, pid, pid))
     for i, inode in enumerate(sockets):
         os.symlink('socket:[%d]' % inode, str(d / 'fd' / str(i + 3)))
     os.symlink('/dev/null', str(d / 'fd' / '0'))
@@ -148,3 +148,44 @@ def test_real_socket_owner_is_this_process():
         assert me['cmdline'] and me['ppid'] == os.getppid()
     finally:
         s.close()
+
+
+LAB_A = '/libpod_parent/libpod-%s' % ('a' * 64)   # podman with cgroupfs on cgroup v1 (the lab hosts)
+
+
+def test_containers_in_cgroup_path_nested_and_deduplicated():
+    path = LAB_A + '/system.slice/docker-%s.scope' % ('b' * 64)
+    assert O.containers_in_cgroup_path(path) == [dict(runtime='podman', id='a' * 64),
+                                                 dict(runtime='docker', id='b' * 64)]
+    assert O.containers_in_cgroup_path('/system.slice/grafana-server.service') == []
+
+
+def test_container_hint_only_for_a_container_other_than_the_modules_own():
+    own = [dict(runtime='podman', id='a' * 64)]
+    same = LAB_A + '/system.slice/vllm-pd-prefill.service'
+    nested = LAB_A + '/system.slice/docker-%s.scope' % ('b' * 64)
+    other = '/libpod_parent/libpod-%s/system.slice/grafana-server.service' % ('c' * 64)
+    assert O.container_from_cgroup_path(same, own) is None
+    assert O.container_from_cgroup_path(nested, own) == dict(runtime='docker', id='b' * 64)
+    assert O.container_from_cgroup_path(other, own) == dict(runtime='podman', id='c' * 64)
+    # run on the host itself (own is empty), every container is named
+    assert O.container_from_cgroup_path(same) == dict(runtime='podman', id='a' * 64)
+
+
+def test_process_info_in_the_modules_own_container(tmp_path):
+    """The module runs in lab host A (a podman container with systemd); holders in A are local."""
+    root = tmp_path / 'proc'
+    root.mkdir()
+    make_proc(root, 'self', cgroup='9:name=systemd:%s/session-1.scope\n0::/\n' % LAB_A)
+    make_proc(root, 700, comm='vllm', cgroup='9:name=systemd:%s/system.slice/vllm-pd-prefill.service\n' % LAB_A)
+    make_proc(root, 701, comm='grafana',
+              cgroup='9:name=systemd:/libpod_parent/libpod-%s/system.slice/grafana.service\n' % ('c' * 64))
+    own = O.own_containers(str(root))
+    assert own == [dict(runtime='podman', id='a' * 64)]
+    local = O.process_info(700, str(root), own)
+    assert local['container'] is None and local['unit'] == 'vllm-pd-prefill.service'
+    foreign = O.process_info(701, str(root), own)
+    assert foreign['container'] == 'c' * 64 and foreign['container_runtime'] == 'podman'
+    # the same tree read from the host: both are in containers
+    assert O.process_info(700, str(root))['container'] == 'a' * 64
+    assert O.own_containers(str(tmp_path / 'nowhere')) == []

@@ -47,12 +47,16 @@ def test_plan_stops_only_allowed_units():
     assert 'stop the container' in cont
 
 
-def test_plan_stops_owner_hint_and_invisible():
-    hs = holders([sock(30002), sock(30003)], {30002: [900]})
-    units, findings = C.plan_stops(hs, [], owner_unit='vllm-prefill')
-    assert units == []
-    assert 'vLLM service itself' in findings[0]['msg']
-    assert 'become' in findings[1]['msg']
+def test_plan_stops_invisible_owner():
+    units, findings = C.plan_stops(holders([sock(30003)], {}), [])
+    assert units == [] and 'become' in findings[0]['msg']
+
+
+def test_split_holders_by_owner():
+    hs = holders([sock(30002), sock(30003), sock(30004)], {30002: [900], 30003: [812]})
+    owned, others = C.split_holders(hs, lambda h: h['unit'] == 'vllm-prefill.service')
+    assert [h['port'] for h in owned] == [30002] and [h['port'] for h in others] == [30003, 30004]
+    assert C.split_holders(hs, None) == ([], hs)
 
 
 def test_normalize_unit():

@@ -13,8 +13,6 @@ import pytest
 
 from ansible_collections.vllm_pd.ascend.plugins.modules import kv_port_group as M
 
-from conftest import wait_until
-
 HOST = '127.0.0.2'
 
 
@@ -251,6 +249,74 @@ def test_free_established_connection_blocks(run_module, free_group):
     assert 'ip_local_reserved_ports' in res['msg']
 
 
+def test_free_ports_of_the_owner_unit_are_held_by_owner_not_busy(run_module, free_group, spawn_listener, fake_units,
+                                                                 fake_systemctl):
+    """Re-deploy with a changed kv_port while the old prefill still runs: its ports are no failure."""
+    ports = free_group(8)
+    old_vllm = spawn_listener(HOST, [ports[0], ports[1]])     # the old group overlaps the new one
+    fake_units[old_vllm.pid] = 'vllm-pd-prefill.service'
+    failed, res = run_module(M, args(ports, owner_unit='vllm-pd-prefill'))
+    assert not failed, res.get('msg')
+    assert res['busy'] == [] and res['findings'] == [] and not res['changed'] and res['stopped'] == []
+    assert sorted(h['port'] for h in res['held_by_owner']) == [ports[0], ports[1]]
+    assert res['held_by_owner'][0]['pid'] == old_vllm.pid
+    assert old_vllm.alive() and fake_systemctl['calls'] == []
+    # without owner_unit the same sockets are a failure
+    failed, res = run_module(M, args(ports))
+    assert failed and res['held_by_owner'] == [] and 'pid %d' % old_vllm.pid in res['msg']
+
+
+def test_free_owner_found_by_main_pid_and_foreign_holder_still_fails(run_module, free_group, spawn_listener,
+                                                                     fake_units, fake_systemctl):
+    ports = free_group(8)
+    old_vllm = spawn_listener(HOST, ports[2])                 # no cgroup unit: found as the unit's MainPID
+    grafana = spawn_listener('0.0.0.0', ports[5])
+    fake_units[grafana.pid] = 'grafana-server.service'
+    fake_systemctl['show']['vllm-pd-prefill.service'] = dict(LoadState='loaded', ActiveState='active',
+                                                             SubState='running', MainPID=str(old_vllm.pid))
+    failed, res = run_module(M, args(ports, owner_unit='vllm-pd-prefill.service'))
+    assert failed
+    assert [h['port'] for h in res['held_by_owner']] == [ports[2]]
+    assert [h['port'] for h in res['busy']] == [ports[5]]
+    assert 'pid %d' % grafana.pid in res['msg'] and 'pid %d' % old_vllm.pid not in res['msg']
+
+
+def test_free_stop_waits_only_for_foreign_ports(run_module, free_group, spawn_listener, fake_units, fake_systemctl):
+    """The owner's port stays held after grafana is stopped; the wait ends as soon as grafana's ports are free."""
+    ports = free_group(4)
+    old_vllm = spawn_listener(HOST, ports[0])
+    grafana = spawn_listener(HOST, ports[3])
+    fake_units[old_vllm.pid] = 'vllm-pd-prefill.service'
+    fake_units[grafana.pid] = 'grafana-server.service'
+    fake_systemctl['children']['grafana-server.service'] = grafana
+    t0 = time.time()
+    failed, res = run_module(M, args(ports, owner_unit='vllm-pd-prefill.service',
+                                     stop_services=['grafana-server.service', 'vllm-pd-prefill.service'], timeout=20))
+    assert not failed, res.get('msg')
+    assert time.time() - t0 < 10
+    assert res['stopped'] == ['grafana-server.service'] and res['changed']
+    assert fake_systemctl['calls'] == ['grafana-server.service'] and old_vllm.alive()
+    assert [h['port'] for h in res['held_by_owner']] == [ports[0]]
+
+
+def test_free_holder_in_the_modules_own_container_gets_no_container_hint(tmp_path, monkeypatch):
+    """Lab hosts are podman containers: a holder in the module's own container is a local process."""
+    own = 'libpod-%s' % ('a' * 64)
+    root = tmp_path / 'proc'
+    for pid, cg in (('self', '/libpod_parent/%s/session-1.scope' % own),
+                    ('700', '/libpod_parent/%s/system.slice/grafana-server.service' % own),
+                    ('701', '/libpod_parent/libpod-%s/system.slice/grafana-server.service' % ('c' * 64))):
+        (root / pid).mkdir(parents=True)
+        (root / pid / 'cgroup').write_text('9:name=systemd:%s\n0::/\n' % cg)
+    ops = M.HostOps(None, proc_root=str(root))
+    hs = M.build_holders([dict(port=28003, address='0.0.0.0', family='tcp', state='LISTEN', inode=9, remote_address='',
+                               remote_port=0)], {9: [700]}, ops.process_info)
+    assert hs[0]['container'] is None and hs[0]['unit'] == 'grafana-server.service'
+    msg = M.plan_stops(hs, [])[1][0]['msg']
+    assert 'container' not in msg and 'add grafana-server.service to vllm_pd_stop_services' in msg
+    assert ops.process_info(701)['container'] == 'c' * 64
+
+
 @pytest.mark.parametrize('bad, text', [
     (dict(host_ip='vllm-p1'), 'not an IP address'),
     (dict(tp_size=0), 'invalid parallel sizes'),
@@ -354,7 +420,7 @@ def test_listening_owner_unit_via_cgroup(run_module, free_group, spawn_listener,
     assert not failed, res.get('msg')
 
 
-def test_listening_owner_pid_exits(run_module, free_group, spawn_listener):
+def test_listening_owner_pid_exits(run_module, free_group, spawn_listener, wait_until):
     ports = free_group(2)
     vllm = spawn_listener('127.0.0.3', free_group(1))
     vllm.stop()
