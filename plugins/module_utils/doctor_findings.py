@@ -291,7 +291,7 @@ def _group_summary(eng):
     g = eng.get('group')
     if not g:
         return None
-    return dict(span=span(g['ports']), up=len(g['ports']) - len(g.get('closed') or []), total=len(g['ports']),
+    return dict(span=span(g['ports']), up=len(set(h['port'] for h in g.get('ok') or [])), total=len(g['ports']),
                 address=g['address'], foreign=sorted(set(h['port'] for h in g.get('foreign') or [])))
 
 

@@ -115,10 +115,6 @@ def addresses_of(addrs, ifname, family='inet'):
     return [a['address'] for a in addrs if a['ifname'] == ifname and a['family'] == family]
 
 
-def is_loopback(address):
-    return address.startswith('127.') or address == '::1'
-
-
 def scan_log(lines, kind, hints=LOG_HINTS, keep=LOG_EVIDENCE):
     """Match engine log lines against the hints of this kind of engine.
 

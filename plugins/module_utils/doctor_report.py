@@ -87,7 +87,8 @@ def _host_rows(h):
         rows.append(('%s %s' % (e['unit'], state), None if e['active'] else COLOR['down']))
         if e.get('group'):
             g = e['group']
-            rows.append(('kv group %s' % group, None if g['up'] == g['total'] and not g['foreign'] else COLOR['down']))
+            rows.append(('kv group %s on %s' % (group, g['address']),
+                         None if g['up'] == g['total'] and not g['foreign'] else COLOR['down']))
     if h.get('proxy'):
         rows.append(('%s :%s %s' % (h['proxy']['unit'], h['proxy']['port'], h['proxy']['state']),
                      None if h['proxy']['active'] else COLOR['down']))
@@ -139,8 +140,9 @@ def topology_svg(cl, findings):
         h = next(hh for hh in cl['hosts'] if hh['name'] == name)
         out += _box(x, y, '%s  %s' % ('P prefill' if side == 'P' else 'D decode', name), _host_rows(h),
                     name in bad_hosts)
-    defs = ''.join('<marker id="arrow-%s" markerWidth="10" markerHeight="10" refX="9" refY="5" orient="auto">'
-                   '<path d="M0,0 L10,5 L0,10 z" fill="%s"/></marker>' % (k, v) for k, v in COLOR.items())
+    defs = ''.join('<marker id="arrow-%s" markerUnits="userSpaceOnUse" markerWidth="14" markerHeight="14" refX="13" '
+                   'refY="7" orient="auto"><path d="M0,0 L14,7 L0,14 z" fill="%s"/></marker>' % (k, v)
+                   for k, v in COLOR.items())
     out.insert(1, '<defs>%s</defs>' % defs)
     out.append('</svg>')
     return '\n'.join(out)
