@@ -267,6 +267,8 @@ class Host(object):
         self.module = module
         self._procs = None
         self._info = {}
+        # on a host that is itself a container, its own processes are local, not "in a container"
+        self._own = owners_mod.own_containers(PROC)
 
     def run(self, argv):
         rc, out, err = self.module.run_command(argv)
@@ -287,7 +289,7 @@ class Host(object):
 
     def info(self, pid):
         if pid not in self._info:
-            self._info[pid] = owners_mod.process_info(pid, PROC)
+            self._info[pid] = owners_mod.process_info(pid, PROC, self._own)
         return self._info[pid]
 
     def unit_show(self, unit):
@@ -331,7 +333,9 @@ def inspect_group(host, eng, address, pids, env, params):
     ports = port_group(eng['kv_port'], eng['tp_size'], 1, 1, 0, eng['dp_size'])
     socks = read_tcp_sockets(PROC, ports)
     listen = [s for s in socks if s['state'] == 'LISTEN']
-    other = [s for s in socks if s['state'] != 'LISTEN' and blocks_bind(s, address)]
+    # connections on a port that has a listener are that listener's accepted connections: noise
+    listened = set(s['port'] for s in listen)
+    other = [s for s in socks if s['state'] != 'LISTEN' and s['port'] not in listened and blocks_bind(s, address)]
     owners = owners_mod.socket_owners(PROC, [s['inode'] for s in socks])
     pidset = set(pids)
 

@@ -159,3 +159,14 @@ def test_both_faults_at_once(broken):
     assert (rc["check"], rc["host"]) == ("HostIpUnset", broken.p), findings
     later = [f for f in findings if f["role"] == "consequence"]
     assert any(f["check"] == "PortForeign" and str(taken) in f["title"] for f in later), later
+
+
+def test_holder_on_another_address_only_misleads(broken):
+    """A listener on 127.0.0.1 on a group port does not block vLLM on VLLM_HOST_IP, but answers curl."""
+    taken = broken.kv_port + 3
+    broken.lab.fixtures(broken.p, ["conflict_process"], lab_conflict_process_port=taken,
+                        lab_conflict_process_address="127.0.0.1")
+    r, cl, findings, _html = broken.doctor()
+    assert r.returncode == 0 and cl["root_cause"] is None, findings
+    notes = [f for f in findings if f["check"] == "PortMisleading"]
+    assert notes and notes[0]["severity"] == "warning" and any(f"127.0.0.1:{taken}" in e for e in notes[0]["evidence"])

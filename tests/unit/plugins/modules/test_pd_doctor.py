@@ -5,6 +5,8 @@ journald are replaced: the 'engine unit' is a child process of the test)."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import socket
+
 import pytest
 
 from ansible_collections.vllm_pd.ascend.plugins.modules import pd_doctor as M
@@ -28,7 +30,7 @@ def fake_systemd(monkeypatch):
     return state
 
 
-def prefill(ports, tmp_path=None, **kw):
+def prefill(ports, **kw):
     e = dict(kind='prefill', unit=UNIT, kv_port=ports[0], tp_size=len(ports))
     e.update(kw)
     return e
@@ -63,10 +65,15 @@ def test_inspect_names_a_foreign_holder_and_a_misleading_one(run_module, free_gr
     other = spawn_listener(HOST, ports[3])          # on the group's address: blocks the engine
     curl = spawn_listener('127.0.0.3', ports[5])    # elsewhere: only answers curl
     fake_systemd['show'][UNIT] = dict(ActiveState='active', MainPID=str(engine.pid))
-    failed, res = run_module(M, dict(mode='inspect', address=HOST, ping=False, npu_count=8, engines=[prefill(ports)]))
+    client = socket.create_connection((HOST, ports[3]))    # a curl to the foreign holder: no second finding
+    try:
+        failed, res = run_module(M, dict(mode='inspect', address=HOST, ping=False, npu_count=8,
+                                         engines=[prefill(ports)]))
+    finally:
+        client.close()
     assert not failed, res
     g = res['engines'][0]['group']
-    assert [(h['port'], h['pid']) for h in g['foreign']] == [(ports[3], other.pid)]
+    assert [(h['port'], h['pid']) for h in g['foreign']] == [(ports[3], other.pid)] and g['blocking'] == []
     assert [(h['port'], h['pid']) for h in g['misleading']] == [(ports[5], curl.pid)]
     # without VLLM_HOST_IP in its environment, D would dial what the engine bound
     assert res['engines'][0]['advertised']['address'] == HOST
