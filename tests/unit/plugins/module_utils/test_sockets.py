@@ -42,6 +42,16 @@ def test_parse_known_little_endian_literal():
     assert S.parse_proc_net_tcp(mapped, 'tcp6', byteorder='little')[0]['address'] == '10.0.30.10'
 
 
+def test_prefilter_matches_the_local_port_only():
+    # 30003 as the remote port of a connection and as the state-like text must not select the line
+    text = HEADER + line('127.0.0.1', 40000, '01', '127.0.0.1', 30003, 21) + line('::1', 30003, inode=22) \
+        + line('10.0.30.10', 30003, inode=23)
+    assert [s['inode'] for s in S.parse_proc_net_tcp(text, 'tcp6', ports=[30003])] == [22, 23]
+    assert S.lines_with_local_port(text, []) == []
+    last = line('0.0.0.0', 30004, inode=24).rstrip('\n')     # no newline at the end of the text
+    assert S.lines_with_local_port(HEADER + last, [30004]) == [last]
+
+
 def test_parse_port_prefilter_and_garbage():
     text = HEADER + line('0.0.0.0', 30002) + line('0.0.0.0', 30003) + 'garbage line\n' + line('0.0.0.0', 0, '07')
     assert [s['port'] for s in S.parse_proc_net_tcp(text, ports={30003})] == [30003]
