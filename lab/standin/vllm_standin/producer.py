@@ -43,7 +43,10 @@ class KVCacheSendingThread(threading.Thread):
                          "pp_rank=%d, pcp_rank=%d", self.path, self.tp_rank, 0, 0)
         self.ready.set()
         while True:
-            frames = sock.recv_multipart()
+            try:
+                frames = sock.recv_multipart()
+            except zmq.ContextTerminated:  # process shutting down
+                return
             if len(frames) < 3:
                 _loop_log.warning("Connection listener got unexpected frames: %d", len(frames))
                 continue
