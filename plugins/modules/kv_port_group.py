@@ -172,18 +172,11 @@ options:
     default: free
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode nothing is stopped and no sysctl is written; RV(stopped) lists what would be stopped.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the holders of the group's ports (and the reserved-ports sysctl) before and after.
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-    details: Linux only (reads C(/proc)).
 notes:
   - Run with C(become), otherwise sockets of other users have no visible owner.
   - The socket table is the one of the module's network namespace. A service in a container with its own
@@ -194,6 +187,8 @@ notes:
   - Only C(kv_producer) (prefill) instances bind the group; run O(state=free) and O(state=listening) there.
 seealso:
   - module: vllm_pd.ascend.mooncake_residue
+extends_documentation_fragment:
+  - vllm_pd.ascend.attributes
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """

@@ -30,24 +30,19 @@ options:
     default: ['/tmp/mooncake*', '/tmp/transfer_engine*', '/dev/shm/*mooncake*', '/dev/shm/*ascend*']
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: RV(removed) lists what would be removed; nothing is deleted.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the matching entries before and after.
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-    details: Linux only (reads C(/proc)).
 notes:
   - Run with C(become) so that every process's open files are visible; a file held by an invisible process
     would be taken as unused.
   - Run it after the vLLM services are stopped and before they start.
 seealso:
   - module: vllm_pd.ascend.kv_port_group
+extends_documentation_fragment:
+  - vllm_pd.ascend.attributes
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """
