@@ -37,8 +37,8 @@ def decode_engine():
                 api_listening=[D_IP])
 
 
-def probes(address, result='zmq', ports=PORTS):
-    return [dict(port=p, host=address, result=result, detail='d') for p in ports]
+def probes(address, result='zmq'):
+    return [dict(port=p, host=address, result=result, detail='d') for p in PORTS]
 
 
 def cluster(name='c1', p='p1', d='d1'):
