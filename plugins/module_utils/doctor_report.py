@@ -15,7 +15,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_findings imp
 
 COLOR = dict(ok='#2e7d32', partial='#ef6c00', down='#c62828', neutral='#9e9e9e')
 SEV_COLOR = dict(critical='#b71c1c', error='#e65100', warning='#f9a825', info='#607d8b')
-BOX_W, BOX_H, GAP = 270, 118, 26
+BOX_W, BOX_H, GAP = 310, 134, 26
 
 
 def _engine_line(e):
@@ -72,7 +72,7 @@ def _box(x, y, title, rows, bad):
     out = ['<rect x="%d" y="%d" width="%d" height="%d" rx="8" fill="%s" stroke="%s" stroke-width="%d"/>' % (
         x, y, BOX_W, BOX_H, '#fff5f5' if bad else '#f5fbf5', COLOR['down'] if bad else COLOR['ok'], 3 if bad else 2),
         '<text x="%d" y="%d" font-weight="bold" font-size="14">%s</text>' % (x + 10, y + 20, escape(title))]
-    for i, (text, color) in enumerate(rows[:5]):
+    for i, (text, color) in enumerate(rows[:6]):
         out.append('<text x="%d" y="%d" font-size="12" fill="%s">%s</text>' % (
             x + 10, y + 40 + 16 * i, color or '#222', escape(text)))
     return out
@@ -89,6 +89,8 @@ def _host_rows(h):
             g = e['group']
             rows.append(('kv group %s on %s' % (group, g['address']),
                          None if g['up'] == g['total'] and not g['foreign'] else COLOR['down']))
+            if g['foreign']:
+                rows.append(('held by another process: %s' % ','.join(str(p) for p in g['foreign']), COLOR['down']))
     if h.get('proxy'):
         rows.append(('%s :%s %s' % (h['proxy']['unit'], h['proxy']['port'], h['proxy']['state']),
                      None if h['proxy']['active'] else COLOR['down']))
