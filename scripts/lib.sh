@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/demo and scripts/test: install what this project needs on a
 # fresh Debian 12 machine (root), idempotently, with no standard input.
 set -euo pipefail

@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(items):
 
 def guard(addr):
     """The HARD RULE: ADDR must route through a local podman* bridge, with no gateway."""
-    r = subprocess.run([str(ROOT / "lab" / "route-guard"), addr], capture_output=True, text=True)
+    r = subprocess.run([str(ROOT / "lab" / "route-guard"), addr], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip() or f"route-guard refused {addr}")
 
@@ -98,14 +98,14 @@ class Lab:
     def forget(self, host=None):
         for h in [host] if host else list(self.hosts):
             subprocess.run(["ssh", *self._ssh_opts, "-O", "exit", f"root@{self.hosts[h]['data_ip']}"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
 
     def copy(self, host, src, dest):
         subprocess.run(["podman", "cp", str(src), f"{host}:{dest}"], check=True, capture_output=True)
 
     def playbook(self, path, *args, check=True):
         r = subprocess.run([str(BIN / "ansible-playbook"), "-i", self.inventory, str(ROOT / path), *args],
-                           capture_output=True, text=True, cwd=ROOT)
+                           capture_output=True, text=True, cwd=ROOT, check=False)
         if check and r.returncode != 0:
             raise AssertionError(f"{path} failed (rc {r.returncode}):\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}")
         return r

@@ -119,8 +119,8 @@ def complete(lab, ip, prompt="the report lost days to two faults"):
     r = subprocess.run(["curl", "-sS", "-m", "60", "-w", "\n%{http_code}", f"http://{ip}:{PROXY}/v1/completions",
                         "-H", "Content-Type: application/json",
                         "-d", json.dumps({"model": "/models/lab-model", "prompt": prompt, "max_tokens": 8})],
-                       capture_output=True, text=True)
-    body, _, code = r.stdout.rpartition("\n")
+                       capture_output=True, text=True, check=False)
+    body, _unused, code = r.stdout.rpartition("\n")
     return code, body
 
 
@@ -132,8 +132,8 @@ def test_unset_host_ip_advertises_mgmt_ip_and_the_request_fails(lab, units, pd):
     units.wait_log(d, "lab-fidelity-d", r"Application startup complete")
     # get_ip() took the default route: the management NIC, which peers cannot reach.
     listening = re.findall(r"started listening on path: tcp://([\d.]+):(\d+)", plog)
-    assert {ip for ip, _ in listening} == {ph["mgmt_ip"]}, plog
-    assert sorted(int(port) for _, port in listening) == list(range(KV_PORT, KV_PORT + TP))
+    assert {ip for ip, _unused in listening} == {ph["mgmt_ip"]}, plog
+    assert sorted(int(port) for _unused, port in listening) == list(range(KV_PORT, KV_PORT + TP))
     proxy(units, p, ph["data_ip"], ph["data_ip"], dh["data_ip"])
     code, body = complete(lab, ph["data_ip"])
     assert '"text"' not in body, (code, body)
@@ -145,7 +145,7 @@ def test_unset_host_ip_advertises_mgmt_ip_and_the_request_fails(lab, units, pd):
 
 
 def test_grafana_on_one_group_port_kills_prefill_while_curl_answers(lab, units, pd):
-    p, _, ph, _ = pd
+    p, _unused, ph, _unused2 = pd
     taken = KV_PORT + 3
     lab.fixtures(p, ["conflict_service"], lab_conflict_service_port=taken)
     try:
@@ -160,14 +160,14 @@ def test_grafana_on_one_group_port_kills_prefill_while_curl_answers(lab, units, 
         # The trap: the port "works" for curl, because Grafana answers it.
         lab.guard(ph["data_ip"])
         r = subprocess.run(["curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
-                            f"http://{ph['data_ip']}:{taken}/"], capture_output=True, text=True)
+                            f"http://{ph['data_ip']}:{taken}/"], capture_output=True, text=True, check=False)
         assert r.stdout == "200", r
     finally:
         lab.fixtures(p, state="absent")
 
 
 def test_kv_port_in_adxl_window_fails_intermittently(lab, units, pd):
-    p, _, ph, _ = pd
+    p, _unused, ph, _unused2 = pd
     kv_port = 20002  # the report's value: inside device 0's ADXL window [20000, 20100]
     outcomes = []
     for attempt in range(80):

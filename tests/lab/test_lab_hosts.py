@@ -197,5 +197,5 @@ def test_gen_inventory_matches_lab_and_scales(tmp_path):
     assert inv["ansible_ssh_private_key_file"] == str(ROOT / ".cache" / "lab" / "id_ed25519")
     assert inv["vllm_pd_network"] == inv["lab_data_subnet"] == "192.168.107.0/24"
     r = subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "300", "--out", str(tmp_path / "x")],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, check=False)
     assert r.returncode != 0 and "address plan" in r.stderr

@@ -22,7 +22,7 @@ def listen_ports(phys_ids, base_port, log, rng=random):
     for phys in phys_ids:
         low, high = base_port + phys * 100, base_port + (phys + 1) * 100
         log.info("Find available between %d and %d", low, high)
-        for _ in range(TRIES):
+        for _unused in range(TRIES):
             port = rng.randint(low, high)
             probe = _bind(port)
             if probe is None:

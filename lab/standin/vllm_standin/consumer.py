@@ -44,7 +44,7 @@ class ZmqClient:
             s.close(0)
 
     def request(self, path, msg):
-        for _ in range(self.retries):
+        for _unused in range(self.retries):
             try:
                 self._socket(path).send(msgpack.packb(msg))
                 break
@@ -53,7 +53,7 @@ class ZmqClient:
                 time.sleep(0.1)
         else:
             raise RuntimeError(f"Failed to send data to {path} after {self.retries} retries")
-        for _ in range(self.retries):
+        for _unused in range(self.retries):
             try:
                 return self._socket(path).recv()
             except zmq.ZMQError:

@@ -117,14 +117,14 @@ class DelayedFrees:
         now = self.clock()
         with self._lock:
             expired = [(r, e) for r, e in self._pending.items() if e[2] <= now]
-            for r, _ in expired:
+            for r, _unused in expired:
                 del self._pending[r]
-        for request_id, (blocks, _, _) in expired:
+        for request_id, (blocks, _unused, _unused2) in expired:
             self.pool.free(blocks)
             _free_log.error("Force freed expired request: %s. Reason: Request exceeded timeout threshold "
                             "(%s seconds). Action: Resources have been forcibly released to prevent "
                             "memory leak.", request_id, self.abort_timeout)
-        return [r for r, _ in expired]
+        return [r for r, _unused in expired]
 
     def run_reaper(self, interval=1.0):
         def loop():

@@ -54,7 +54,7 @@ def test_bind_failure_ends_startup_with_vllm_ascends_error(ctx, caplog, holder):
                                            [{}, {}], lambda *a: None, poll=0.05)
     finally:
         blocker.close()
-    assert f"Mooncake KVCacheSendingThread encountered exception. Thread: tp_rank=" in caplog.text
+    assert "Mooncake KVCacheSendingThread encountered exception. Thread: tp_rank=" in caplog.text
     assert f"listening_path=tcp://{host}:{port}" in caplog.text
 
 
