@@ -54,7 +54,7 @@ def clear_vars(inv, cluster):
 
 
 def test_a_misconfigured_cluster_fails_alone(lab, two):
-    inv, _ = two
+    inv = two[0]
     write_vars(inv, BAD, "vllm_pd_prefill_tp_size: 4\n")  # prefill tp < decode tp 8
     try:
         r = run(inv, "playbooks/deploy_pd.yml")
