@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: deploy_pd.yml for 1 cluster and for N clusters (default 8) of the lab, in one run.
 
 Clusters lab<F>..lab<F+N-1> of lab/gen-inventory (default F=3, so the default lab1 is left alone)
