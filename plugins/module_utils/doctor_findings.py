@@ -13,7 +13,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import describe_holder
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import format_port_list, ports_to_ranges
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import span
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY
 
 STEPS = {
     0: 'inspection',
@@ -33,20 +34,6 @@ SEVERITIES = ('critical', 'error', 'warning', 'info')
 FAILING = ('critical', 'error')
 KIND_RANK = dict(prefill=0, decode=1, proxy=2)
 REACHED = ('zmq', 'refused', 'http', 'silent', 'closed', 'other')
-PROBE_FIX = dict(
-    refused='nothing listens on that port of P: the prefill engine is down or bound elsewhere',
-    timeout='the packets are dropped: a firewall or security group between D and P filters the port',
-    unreachable='no route from D: check the data network and the address',
-    http='an HTTP service holds that port of P, not vLLM (the Grafana trap)',
-    silent='a non-ZeroMQ service holds that port of P',
-    closed='a non-ZeroMQ service accepts and closes on that port of P',
-    other='a non-ZeroMQ protocol answers on that port of P',
-    error='connect error',
-)
-
-
-def span(ports):
-    return format_port_list(ports_to_ranges(ports))
 
 
 def finding(cluster, host, step, check, severity, title, evidence, fix, kind=None):
@@ -169,7 +156,7 @@ def _advertised_findings(cl, dname, target, p_name):
         out.append(finding(cl, dname, 3, 'ZmtpNotReachable', 'critical',
                            '%d of %d port(s) of %s\'s group give no ZMTP greeting from %s' % (
                                len(bad), len(probes), p_name, dname),
-                           lines, '; '.join('%s: %s' % (k, PROBE_FIX.get(k, k)) for k in kinds), 'decode'))
+                           lines, '; '.join('%s: %s' % (k, REMEDY.get(k, k)) for k in kinds), 'decode'))
     return out
 
 

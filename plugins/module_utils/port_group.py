@@ -121,9 +121,9 @@ def adxl_window(base_port, npu_count, ports_per_npu=ADXL_PORTS_PER_NPU):
     return base_port, base_port + ports_per_npu * npu_count - 1
 
 
-def _span(ports):
-    ranges = ports_to_ranges(ports)
-    return format_port_list(ranges)
+def span(ports):
+    """Ports as a short range list, e.g. '28002-28009'."""
+    return format_port_list(ports_to_ranges(ports))
 
 
 def range_findings(ports, windows, ephemeral=None, reserved=None, extra_reserved=None):
@@ -140,7 +140,7 @@ def range_findings(ports, windows, ephemeral=None, reserved=None, extra_reserved
         findings.append(dict(
             check='PortRange', ports=bad,
             msg='port(s) %s of the group are outside 1024-65535; pick a kv_port so that the whole '
-                'group %s fits (e.g. kv_port >= 28000 with 8 NPUs)' % (_span(bad), _span(ports))))
+                'group %s fits (e.g. kv_port >= 28000 with 8 NPUs)' % (span(bad), span(ports))))
     for check, label, window, hint in windows:
         if not window:
             continue
@@ -149,14 +149,14 @@ def range_findings(ports, windows, ephemeral=None, reserved=None, extra_reserved
         if hit:
             findings.append(dict(
                 check=check, ports=hit, window=[lo, hi],
-                msg='port(s) %s of the group overlap the %s %d-%d; %s' % (_span(hit), label, lo, hi, hint)))
+                msg='port(s) %s of the group overlap the %s %d-%d; %s' % (span(hit), label, lo, hi, hint)))
     if extra_reserved:
         hit = [p for p in ports if in_ranges(p, extra_reserved)]
         if hit:
             findings.append(dict(
                 check='ReservedPort', ports=hit,
                 msg='port(s) %s of the group are reserved for other vLLM PD services (API/proxy: %s); '
-                    'move kv_port or those services' % (_span(hit), format_port_list(extra_reserved))))
+                    'move kv_port or those services' % (span(hit), format_port_list(extra_reserved))))
     if ephemeral:
         lo, hi = ephemeral
         hit = [p for p in ports if lo <= p <= hi and not in_ranges(p, reserved or [])]
@@ -168,7 +168,7 @@ def range_findings(ports, windows, ephemeral=None, reserved=None, extra_reserved
                 msg='port(s) %s of the group lie in the kernel ephemeral range %d-%d '
                     '(net.ipv4.ip_local_port_range) and are not reserved, so any outbound connection '
                     'may take them; add "%s" to /etc/sysctl.d (or set reserve_ephemeral=true), '
-                    'or pick a kv_port below %d' % (_span(hit), lo, hi, line, lo)))
+                    'or pick a kv_port below %d' % (span(hit), lo, hi, line, lo)))
     return findings
 
 

@@ -19,6 +19,21 @@ from concurrent.futures import ThreadPoolExecutor
 ZMTP_SIGNATURE_LEN = 10
 
 
+# What each probe() result means for D dialling a port of P, and what to do; shared by
+# kv_port_group (state=reachable) and pd_doctor.
+REMEDY = dict(
+    refused='nothing listens on that port of P: is the prefill engine up, is its VLLM_HOST_IP this address, '
+            'are the tp/dp sizes right?',
+    timeout='the packets are dropped: check routing and any firewall between D and P',
+    unreachable='no route from D: check the address and the data network',
+    http='an HTTP service (e.g. Grafana) holds that port of P, not vLLM: run the free preflight on the prefill host',
+    silent='a non-ZeroMQ service holds that port of P',
+    closed='a non-ZeroMQ service accepts and closes on that port of P',
+    other='a non-ZeroMQ protocol answers on that port of P',
+    error='connect error',
+)
+
+
 def classify_greeting(data):
     """'zmq' for a ZMTP signature, 'other' for other bytes, None for nothing."""
     if not data:

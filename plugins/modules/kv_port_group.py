@@ -388,13 +388,13 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import 
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
     DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, detect_npu_count,
-    format_port_list, parse_port_list, port_group, ports_to_ranges, range_findings, read_sysctl_ranges,
-    reserved_with,
+    format_port_list, parse_port_list, port_group, range_findings, read_sysctl_ranges,
+    reserved_with, span,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.sockets import (
     classify, format_endpoint, is_wildcard, normalize_ip, read_tcp_sockets,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import probe_many
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY, probe_many
 
 DEFAULT_TIMEOUTS = dict(free=30, listening=300, reachable=0)
 POLL = 0.25
@@ -503,10 +503,6 @@ def listeners_snapshot(ops, ports):
     socks = [s for s in ops.sockets(ports) if s['state'] == 'LISTEN']
     owners = ops.owners([s['inode'] for s in socks])
     return build_holders(socks, owners, ops.process_info)
-
-
-def span(ports):
-    return format_port_list(ports_to_ranges(ports))
 
 
 def summarize(findings, head):
@@ -790,19 +786,6 @@ def run_listening(module, ops, params, ports, host_ip, result):
                      span(closed), host_ip, params['timeout'], len(ports) - len(closed), len(ports), extra))
     result['findings'] = [f]
     module.fail_json(msg=summarize([f], 'kv_port group %s is not fully listening' % span(ports)), **result)
-
-
-REMEDY = dict(
-    refused='nothing listens there: is the prefill instance up, is its VLLM_HOST_IP this address, are the '
-            'tp/dp sizes right?',
-    timeout='filtered or host down: check routing/firewall to that address',
-    unreachable='no route: check the address and the data network',
-    http='an HTTP service (e.g. Grafana) holds the port, not vLLM: run the free preflight on the prefill host',
-    silent='something that is not ZeroMQ holds the port',
-    closed='a non-ZeroMQ service accepts and closes',
-    other='a non-ZeroMQ protocol answers',
-    error='connect error',
-)
 
 
 def run_reachable(module, params, ports, result):
