@@ -36,7 +36,6 @@ class Engine:
         self.ranks = self.tp * len(self.dp_ranks)
         self.abort_timeout = int(env.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480"))
         self.pool = kvcache.BlockPool(NUM_BLOCKS)
-        self.dead = False
         self.ctx = zmq.Context()
 
     def start(self):
