@@ -58,8 +58,12 @@ options:
         description: Tensor-parallel size (prefill).
         type: int
         default: 1
+      dp_rank_start:
+        description: First data-parallel rank the engine serves (prefill; an external DP rank).
+        type: int
+        default: 0
       dp_size:
-        description: Local data-parallel size (prefill).
+        description: Local data-parallel size, the number of ranks the engine serves (prefill).
         type: int
         default: 1
       api_port:
@@ -330,7 +334,7 @@ def engine_pids(host, unit, main_pid):
 
 
 def inspect_group(host, eng, address, pids, env, params):
-    ports = port_group(eng['kv_port'], eng['tp_size'], 1, 1, 0, eng['dp_size'])
+    ports = port_group(eng['kv_port'], eng['tp_size'], 1, 1, eng['dp_rank_start'], eng['dp_size'])
     socks = read_tcp_sockets(PROC, ports)
     listen = [s for s in socks if s['state'] == 'LISTEN']
     # connections on a port that has a listener are that listener's accepted connections: noise
@@ -464,7 +468,7 @@ def run_inspect(module):
     facts = dict(addresses=addrs, mtu=mtus, default_dev=dev, default_src=src)
     engines = []
     for eng in p['engines']:
-        for key, default in (('tp_size', 1), ('dp_size', 1)):
+        for key, default in (('tp_size', 1), ('dp_rank_start', 0), ('dp_size', 1)):
             eng[key] = int(eng.get(key) or default)
         if eng.get('kv_port') is not None:
             eng['kv_port'] = int(eng['kv_port'])
@@ -511,6 +515,7 @@ def main():
                 env_file=dict(type='path'),
                 kv_port=dict(type='int'),
                 tp_size=dict(type='int', default=1),
+                dp_rank_start=dict(type='int', default=0),
                 dp_size=dict(type='int', default=1),
                 api_port=dict(type='int'))),
             proxy=dict(type='dict'),

@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: pd_instances
+short_description: The vLLM instances one PD host runs, with their units, ports, DP ranks and NPUs
+version_added: "0.2.0"
+description:
+  - Without O(dp_ranks), the host runs one instance that serves all O(dp_size) data parallel ranks
+    itself (vLLM's internal DP); its unit is C(vllm-pd-KIND.service).
+  - With O(dp_ranks) (inventory V(vllm_pd_prefill_dp_ranks) or V(vllm_pd_decode_dp_ranks)), the host
+    runs one instance per listed rank (external DP, as vllm-ascend's external_dp guide launches it), with
+    unit C(vllm-pd-KIND-dpR.service), API port O(api_port) + its index on the host, and
+    C(--data-parallel-rank R --data-parallel-size-local 1).
+  - The Mooncake port group of an instance is C(kv_port + R*tp .. + tp - 1) for each rank R it serves.
+  - NPUs are given out in order, O(tp_size) per rank; O(devices) lists the host's NPU ids to use
+    (default C(0 ..)).
+  - Input that cannot describe instances is an error naming the variable and the host.
+options:
+  _input:
+    description: The kind of engine, V(prefill) or V(decode).
+    type: str
+    required: true
+  tp_size:
+    description: Tensor parallel size of one instance.
+    type: int
+    required: true
+  dp_size:
+    description: Data parallel size of this side of the cluster.
+    type: int
+    default: 1
+  dp_ranks:
+    description: The DP ranks this host serves as separate instances; empty for internal DP.
+    type: list
+    elements: int
+    default: []
+  api_port:
+    description: API port of the first instance; the next ones count up from it.
+    type: int
+    required: true
+  devices:
+    description: NPU ids of the host for these instances, in order; empty means C(0 ..).
+    type: list
+    elements: int
+    default: []
+  hostname:
+    description: Inventory name, used in error messages.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: The prefill instances of this host
+  ansible.builtin.set_fact:
+    prefill_instances: "{{ 'prefill' | vllm_pd.ascend.pd_instances(tp_size=4, dp_size=4, dp_ranks=[2, 3],
+      api_port=8100, hostname=inventory_hostname) }}"
+# -> [{name: prefill-dp2, unit: vllm-pd-prefill-dp2.service, api_port: 8100, dp_rank_start: 2, devices: ['0', .. '3'], ..},
+#     {name: prefill-dp3, unit: vllm-pd-prefill-dp3.service, api_port: 8101, dp_rank_start: 3, devices: ['4', .. '7'], ..}]
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - One dict per instance, in rank order.
+    - C(name) (V(prefill) or V(prefill-dpR)), C(unit), C(env_file), C(api_port), C(dp_rank_start) and
+      C(dp_size_local) (the ranks whose port groups the instance binds), C(devices) (NPU ids as strings),
+      C(external) (true for external DP) and C(dp_args) (the DP options of C(vllm serve) beyond
+      C(--data-parallel-size), without the address and RPC port of rank 0, which come from facts).
+  type: list
+  elements: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+KINDS = ("prefill", "decode")
+
+
+def _int(value, what):
+    try:
+        if isinstance(value, bool) or int(value) != float(value):
+            raise ValueError
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError("%s=%r is not a whole number" % (what, value))
+
+
+def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host"):
+    """Instances of one kind on one host (see DOCUMENTATION). Raises ValueError naming the variable."""
+    if kind not in KINDS:
+        raise ValueError("engine kind %r is not one of %s" % (kind, ", ".join(KINDS)))
+    where = "host %s: " % hostname
+    tp = _int(tp_size, "vllm_pd_%s_tp_size" % kind)
+    dp = _int(dp_size, "vllm_pd_%s_dp_size" % kind)
+    port = _int(api_port, "%s_api_port" % kind)
+    if tp < 1 or dp < 1:
+        raise ValueError(where + "vllm_pd_%s_tp_size and vllm_pd_%s_dp_size must be >= 1" % (kind, kind))
+    ranks_var = "vllm_pd_%s_dp_ranks" % kind
+    ranks = [_int(r, ranks_var) for r in (dp_ranks or [])]
+    if len(set(ranks)) != len(ranks):
+        raise ValueError(where + "%s=%s lists a rank twice. Fix: list each rank once" % (ranks_var, ranks))
+    outside = [r for r in ranks if not 0 <= r < dp]
+    if outside:
+        raise ValueError(where + "%s=%s has rank(s) %s outside 0-%d (vllm_pd_%s_dp_size=%d). Fix: use ranks "
+                         "below the DP size" % (ranks_var, ranks, outside, dp - 1, kind, dp))
+    ranks = sorted(ranks)
+    slots = [[r] for r in ranks] if ranks else [list(range(dp))]
+    served = sum(len(s) for s in slots)
+    npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(tp * served))
+    if len(npus) != tp * served:
+        raise ValueError(where + "%s_devices has %d NPU ids but this host's %s instances need tp %d x %d rank(s) = %d. "
+                         "Fix: list exactly %d ids" % (kind, len(npus), kind, tp, served, tp * served, tp * served))
+    out, used = [], 0
+    for index, slot in enumerate(slots):
+        name = kind if not ranks else "%s-dp%d" % (kind, slot[0])
+        count = tp * len(slot)
+        out.append({
+            "name": name,
+            "unit": "vllm-pd-%s.service" % name,
+            "env_file": "/etc/vllm-pd/%s.env" % name,
+            "api_port": port + index,
+            "dp_rank_start": slot[0],
+            "dp_size_local": len(slot),
+            "devices": [str(d) for d in npus[used:used + count]],
+            "external": bool(ranks),
+            "dp_args": ["--data-parallel-rank", str(slot[0]), "--data-parallel-size-local", "1"] if ranks else [],
+        })
+        used += count
+    return out
+
+
+def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host"):
+    try:
+        return engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname or "this host")
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"pd_instances": pd_instances}

@@ -1,0 +1,62 @@
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.vllm_pd.ascend.plugins.filter.pd_instances import engine_instances, pd_instances
+
+
+def test_internal_dp_is_one_instance_with_the_legacy_unit():
+    [one] = engine_instances("prefill", 8, 1, [], 8100)
+    assert one["unit"] == "vllm-pd-prefill.service"
+    assert one["env_file"] == "/etc/vllm-pd/prefill.env"
+    assert (one["api_port"], one["dp_rank_start"], one["dp_size_local"]) == (8100, 0, 1)
+    assert one["devices"] == [str(i) for i in range(8)]
+    assert one["dp_args"] == [] and one["external"] is False
+
+
+def test_internal_dp_serves_every_rank_in_one_instance():
+    [one] = engine_instances("decode", 2, 4, None, 8200)
+    assert (one["dp_rank_start"], one["dp_size_local"]) == (0, 4)
+    assert one["devices"] == [str(i) for i in range(8)]
+
+
+def test_external_dp_one_instance_per_rank_in_rank_order():
+    two = engine_instances("prefill", 4, 4, [3, 2], 8100)
+    assert [i["name"] for i in two] == ["prefill-dp2", "prefill-dp3"]
+    assert [i["unit"] for i in two] == ["vllm-pd-prefill-dp2.service", "vllm-pd-prefill-dp3.service"]
+    assert [i["env_file"] for i in two] == ["/etc/vllm-pd/prefill-dp2.env", "/etc/vllm-pd/prefill-dp3.env"]
+    assert [i["api_port"] for i in two] == [8100, 8101]
+    assert [(i["dp_rank_start"], i["dp_size_local"]) for i in two] == [(2, 1), (3, 1)]
+    assert two[0]["devices"] == ["0", "1", "2", "3"] and two[1]["devices"] == ["4", "5", "6", "7"]
+    assert two[1]["dp_args"] == ["--data-parallel-rank", "3", "--data-parallel-size-local", "1"]
+    assert all(i["external"] for i in two)
+
+
+def test_devices_are_handed_out_tp_per_rank():
+    two = engine_instances("decode", 2, 2, [0, 1], 8200, devices=[9, 8, 7, 6])
+    assert [i["devices"] for i in two] == [["9", "8"], ["7", "6"]]
+
+
+@pytest.mark.parametrize("ranks, words", [
+    ([0, 0], "vllm_pd_prefill_dp_ranks=[0, 0] lists a rank twice"),
+    ([1, 4], "rank(s) [4] outside 0-3 (vllm_pd_prefill_dp_size=4)"),
+    (["x"], "vllm_pd_prefill_dp_ranks='x' is not a whole number"),
+])
+def test_bad_ranks_name_the_variable_and_host(ranks, words):
+    with pytest.raises(ValueError) as err:
+        engine_instances("prefill", 4, 4, ranks, 8100, hostname="npu-p01")
+    assert words in str(err.value)
+    assert "x" in ranks or "host npu-p01" in str(err.value)
+
+
+def test_wrong_device_count_names_the_need():
+    with pytest.raises(ValueError) as err:
+        engine_instances("prefill", 4, 2, [0, 1], 8100, devices=[0, 1, 2, 3], hostname="npu-p01")
+    assert "host npu-p01: prefill_devices has 4 NPU ids but this host's prefill instances need tp 4 x 2 rank(s) = 8" \
+        in str(err.value)
+
+
+def test_the_filter_raises_an_ansible_error():
+    with pytest.raises(AnsibleFilterError, match="lists a rank twice"):
+        pd_instances("decode", 1, 2, [1, 1], 8200)
+    with pytest.raises(AnsibleFilterError, match="not one of prefill, decode"):
+        pd_instances("proxy", 1, 1, [], 8000)
