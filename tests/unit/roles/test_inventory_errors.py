@@ -43,6 +43,25 @@ CLUSTERS = [
 ]
 
 
+def render(inventory, tmp):
+    """[cluster, message] pairs the validation finds in INVENTORY, grouped by cluster."""
+    out = tmp / "errors.json"
+    (tmp / "render.yml").write_text(yaml.safe_dump([{
+        "name": "Render the inventory errors", "hosts": "all", "gather_facts": False,
+        "tasks": [{"name": "Write them", "run_once": True, "delegate_to": "localhost", "ansible.builtin.copy": {
+            "dest": str(out), "mode": "0644",
+            "content": "{{ lookup('ansible.builtin.template', '%s') | from_yaml | default([], true) | to_json }}" % TEMPLATE}}]}]))
+    ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    r = subprocess.run([ansible_playbook, "-i", str(inventory), "-e", "ansible_python_interpreter=" + sys.executable,
+                        str(tmp / "render.yml")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    found = {}
+    for c, msg in json.loads(out.read_text()):
+        found.setdefault(c, []).append(msg)
+    return found
+
+
 @pytest.fixture(scope="module")
 def errors(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("inventory-errors")
@@ -52,24 +71,12 @@ def errors(tmp_path_factory):
         children["vllm_pd_decode"]["hosts"].update({h: {} for h in decode})
         children["vllm_pd_proxy"]["hosts"][next(iter(prefill))] = {}
         children["cluster_" + name] = group
-    inventory = {"all": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-                         "children": children}}
-    (tmp / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    out = tmp / "errors.json"
-    (tmp / "render.yml").write_text(yaml.safe_dump([{
-        "name": "Render the inventory errors", "hosts": "all", "gather_facts": False,
-        "tasks": [{"name": "Write them", "run_once": True, "ansible.builtin.copy": {
-            "dest": str(out), "mode": "0644",
-            "content": "{{ lookup('ansible.builtin.template', '%s') | from_yaml | default([], true) | to_json }}" % TEMPLATE}}]}]))
-    ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
-    r = subprocess.run([ansible_playbook, "-i", str(tmp / "hosts.yml"), str(tmp / "render.yml")],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    found = {}
-    for c, msg in json.loads(out.read_text()):
-        found.setdefault(c, []).append(msg)
-    return found
+    (tmp / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": children}}))
+    return render(tmp / "hosts.yml", tmp)
+
+
+def test_the_example_inventory_a_site_copies_is_consistent(tmp_path):
+    assert render(os.path.join(ROOT, "inventory", "example"), tmp_path) == {}
 
 
 def test_a_healthy_external_dp_cluster_has_no_error(errors):
