@@ -11,7 +11,8 @@ once allowed as container:NAME; the deploy (smoke request through the proxy incl
 request through the proxy returns text and D logs the KV transfer; every group port listens on
 VLLM_HOST_IP and belongs to container vllm-pd-prefill, which is not in the unit's process tree (owner_unit
 alone calls it foreign); VLLM_HOST_IP inside both containers is the data IP; a preflight with the engine
-running passes (its ports are held_by_owner); stop_pd.yml removes both containers. The cluster is
+running passes (its ports are held_by_owner) and doctor.yml reports no fault; stop_pd.yml removes
+both containers and starts the allowed container again. The cluster is
 removed at the end (lab_down.yml of this inventory only).
 """
 import json
@@ -107,8 +108,12 @@ def test_container_runtime_end_to_end(clab):
     assert rc != 0 and res["findings"][0]["check"] == "ForeignOwner", res.get("msg")
     assert "container vllm-pd-prefill" in res["msg"]
 
-    # Re-checking while the engine runs: its ports are the owner's, not a failure.
+    # Re-checking while the engine runs: its ports are the owner's, not a failure; the doctor finds the
+    # engines in their containers (VLLM_HOST_IP read inside, the group owned) and reports no fault.
     clab.playbook("playbooks/preflight.yml")
+    report = clab.root / ".cache" / "lab" / "doctor-container.html"
+    r = clab.playbook("playbooks/doctor.yml", "-e", f"vllm_pd_doctor_report={report}", check=False)
+    assert r.returncode == 0, r.stdout[-4000:]
 
     # stop_pd.yml stops the units, and with them the containers (ExecStop/ExecStopPost).
     clab.playbook("playbooks/stop_pd.yml", "-e", "vllm_pd_restore_services=true")
