@@ -150,7 +150,7 @@ options:
     description:
       - Name of the podman or docker container expected to own the group (the vLLM prefill engine when it runs
         from a container image, for example V(vllm-pd-prefill)).
-      - Needed next to O(owner_unit) when the unit runs C(podman run) or C(docker run): the container's
+      - Needed next to O(owner_unit) when the unit runs C(podman run) or C(docker run), because the container's
         processes are children of conmon or containerd-shim, neither in the unit's cgroup nor below its MainPID.
       - A socket belongs to it when a pid holding it is in that container's cgroup or descends from the
         container's init pid (from C(ENGINE container inspect)). Anything else is still foreign.
@@ -256,7 +256,7 @@ EXAMPLES = r"""
     owner_unit: vllm-pd-prefill.service
     owner_container: vllm-pd-prefill
     container_engine: podman
-    stop_services: [container:old-grafana]
+    stop_services: ["container:old-grafana"]
     state: free
   become: true
 
