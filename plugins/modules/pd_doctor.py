@@ -187,7 +187,8 @@ host:
 engines:
   description:
     - O(mode=inspect) - per engine C(kind), C(unit), C(state) (systemctl show properties), C(pid), C(pids),
-      C(container) (C(id), C(pid), C(name) of O(engines[].container), or null), C(env) (address variables of the process, or null when no process runs), C(env_file) (same variables of
+      C(container) (C(id), C(pid), C(name) of O(engines[].container), or null),
+      C(env) (address variables of the process, or null when no process runs), C(env_file) (same variables of
       the file), C(advertised) (C(address), C(source)), C(api_listening), C(logs) (matched hints with lines),
       C(tail) (last log lines when the unit is not active), and for prefill C(group).
     - C(group) has C(ports), C(address), C(ok), C(closed), C(foreign), C(wrong_address), C(misleading),

@@ -582,8 +582,8 @@ def test_listening_owner_container_by_cgroup_or_init_pid(run_module, free_group,
     ports = free_group(2)
     vllm = spawn_listener(HOST, ports)
     podman_client = spawn_listener('127.0.0.3', free_group(1))    # the unit's MainPID: "podman run"
-    fake_systemctl['show']['vllm-pd-prefill.service'] = dict(LoadState='loaded', ActiveState='active',
-                                                              SubState='running', MainPID=str(podman_client.pid))
+    fake_systemctl['show']['vllm-pd-prefill.service'] = dict(
+        LoadState='loaded', ActiveState='active', SubState='running', MainPID=str(podman_client.pid))
     a = args(ports, state='listening', owner_unit='vllm-pd-prefill.service', owner_container='vllm-pd-prefill',
              container_engine='docker', timeout=3)
     # not in the unit's cgroup, not below MainPID, no such container: foreign (the strict check)
