@@ -699,14 +699,13 @@ def held_by(ops, h, owner_unit, main_pid, owner_pid, container=None):
 
 
 def find_owner_container(ops, params):
-    """{'id', 'pid', 'name', 'engine'} of O(owner_container), or None when not given or not there (yet)."""
+    """{'id', 'pid', 'name'} of O(owner_container), or None when not given or not there (yet)."""
     name = params['owner_container']
     if not name:
         return None
     for engine in [params['container_engine']] if params['container_engine'] else ['podman', 'docker']:
         found = ops.container_inspect(engine, name)
         if found:
-            found['engine'] = engine
             return found
     return None
 
@@ -880,9 +879,10 @@ def run_listening(module, ops, params, ports, host_ip, result):
                          owner_pid, span(ports), host_ip))
             result['findings'] = [f]
             module.fail_json(msg=summarize([f], 'vLLM did not come up'), **result)
-        # created by the unit's "run" a moment after the unit started: look again each round
-        container[0] = find_owner_container(ops, params)
         holders = listeners_snapshot(ops, ports)
+        # created by the unit's "run" a moment after the unit started: look again each round, after the
+        # snapshot, so a listener seen there belongs to a container that exists by now
+        container[0] = find_owner_container(ops, params)
         ev = evaluate_listening(ports, host_ip, holders, is_expected)
         result['listeners'] = ev['ok']
         result['misleading'] = ev['misleading']
