@@ -133,6 +133,21 @@ def scan_log(lines, kind, hints=LOG_HINTS, keep=LOG_EVIDENCE):
     return [found[k] for k in order if k in found]
 
 
+def _tree(root, pids, parents):
+    """root and those of pids that descend from it."""
+    out = set([root])
+    for pid in pids:
+        seen = set()
+        p = pid
+        while p and p not in seen:
+            if p == root:
+                out.add(pid)
+                break
+            seen.add(p)
+            p = parents.get(p)
+    return out
+
+
 def unit_pids(unit, pid_units, main_pid, parents):
     """Pids of the engine: those whose cgroup names the unit, plus MainPID and its descendants.
 
@@ -140,14 +155,17 @@ def unit_pids(unit, pid_units, main_pid, parents):
     """
     pids = set(p for p, u in pid_units.items() if u == unit)
     if main_pid:
-        pids.add(main_pid)
-        for pid in pid_units:
-            seen = set()
-            p = pid
-            while p and p not in seen:
-                if p == main_pid:
-                    pids.add(pid)
-                    break
-                seen.add(p)
-                p = parents.get(p)
+        pids |= _tree(main_pid, pid_units, parents)
+    return sorted(pids)
+
+
+def container_pids(container_id, pid_containers, init_pid, parents):
+    """Pids of an engine container: those whose cgroup names the container, plus its init pid and
+    descendants (under podman/docker they are children of conmon/containerd-shim, not of the unit).
+
+    pid_containers: {pid: container id or None}; parents: {pid: ppid}.
+    """
+    pids = set(p for p, c in pid_containers.items() if container_id and c == container_id)
+    if init_pid:
+        pids |= _tree(init_pid, pid_containers, parents)
     return sorted(pids)

@@ -185,6 +185,19 @@ def resolve_container_name(container, root='/'):
     return name.lstrip('/') if name else None
 
 
+def parse_container_inspect(text):
+    """Output of `ENGINE container inspect --format '{{.Id}} {{.State.Pid}} {{.Name}}' REF` (podman or
+    docker; docker prefixes the name with '/') -> {'id', 'pid' (None when not running), 'name'}, or None."""
+    parts = (text or '').split()
+    if len(parts) != 3 or not re.match(r'^[0-9a-f]{12,64}$', parts[0]):
+        return None
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return None
+    return dict(id=parts[0], pid=pid or None, name=parts[2].lstrip('/'))
+
+
 def parse_stat_ppid(text):
     """PPID from /proc/PID/stat (comm may contain spaces and parentheses)."""
     if not text:

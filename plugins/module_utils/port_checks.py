@@ -10,11 +10,18 @@ outputs are holder records, findings ({check, ports, msg}) and stop plans.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import re
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.sockets import (
     addresses_overlap, format_endpoint, is_wildcard, normalize_ip,
 )
 
 SERVICE_SUFFIXES = ('.service', '.scope', '.socket', '.target', '.mount', '.slice', '.timer')
+CONTAINER_PREFIX = 'container:'
+# the runtimes whose containers the module can stop ("ENGINE stop NAME")
+STOPPABLE_RUNTIMES = ('podman', 'docker')
+# podman's and docker's rule for container names
+_CONTAINER_NAME = re.compile(r'^[a-zA-Z0-9][a-zA-Z0-9_.-]*$')
 
 
 def normalize_unit(name):
@@ -39,6 +46,8 @@ def build_holders(socks, owners, info_of):
         if info:
             h.update(process=info.get('name'), cmdline=info.get('cmdline'), unit=info.get('unit'),
                      container=info.get('container'))
+            if info.get('container'):
+                h['container_runtime'] = info.get('container_runtime')
             if info.get('container_name'):
                 h['container_name'] = info['container_name']
         out.append(h)
@@ -87,21 +96,67 @@ def split_holders(holders, is_owner):
     return owned, others
 
 
+def parse_stop_services(items):
+    """stop_services -> (units, containers): 'container:NAME' entries name containers, the rest units.
+
+    Raises ValueError naming the first entry that is not a valid container name.
+    """
+    units, containers = set(), set()
+    for item in items or []:
+        item = (item or '').strip()
+        if not item:
+            continue
+        if item.startswith(CONTAINER_PREFIX):
+            name = item[len(CONTAINER_PREFIX):]
+            if not _CONTAINER_NAME.match(name):
+                raise ValueError('stop_services entry %r: %r is not a container name or id '
+                                 '(letters, digits, "_", ".", "-")' % (item, name))
+            containers.add(name)
+        else:
+            units.add(normalize_unit(item))
+    return units, containers
+
+
+def container_label(h):
+    """The name of a holder's container, else its short id."""
+    return h.get('container_name') or (h.get('container') or '')[:12]
+
+
+def container_matches(h, names):
+    """True when the holder's container is one of names (by name, full id or 12-character id)."""
+    cid = h.get('container')
+    if not cid:
+        return False
+    return bool(set([h.get('container_name'), cid, cid[:12]]) & set(names))
+
+
+def stop_target(h, units, containers):
+    """What stopping frees holder h: its unit if allowed, else 'container:NAME' if its container is
+    allowed and podman/docker can stop it, else None."""
+    unit = h.get('unit')
+    if unit and unit in units:
+        return unit
+    if container_matches(h, containers) and h.get('container_runtime') in STOPPABLE_RUNTIMES:
+        return CONTAINER_PREFIX + container_label(h)
+    return None
+
+
 def plan_stops(busy, stop_services):
     """Decide what may be stopped.
 
-    Returns (units_to_stop sorted, findings for holders that may not be stopped).
-    Only units listed in stop_services are ever stopped; a process without a
-    unit is never touched.
+    Returns (targets to stop sorted: units and 'container:NAME', findings for holders that may not
+    be stopped). Only units and containers listed in stop_services are ever stopped; a process
+    without a unit or container is never touched.
     """
-    allowed = set(normalize_unit(u) for u in (stop_services or []) if u)
+    units, containers = parse_stop_services(stop_services)
     to_stop = set()
     blockers = {}
     for h in busy:
-        unit = h.get('unit')
-        if unit and unit in allowed:
-            to_stop.add(unit)
+        target = stop_target(h, units, containers)
+        if target:
+            to_stop.add(target)
             continue
+        unit = h.get('unit')
         key = (h.get('pid'), unit, h.get('inode') if h.get('pid') is None else None)
         blockers.setdefault(key, []).append(h)
     findings = []
@@ -115,10 +170,14 @@ def plan_stops(busy, stop_services):
             fix = 'stop the process that bound it, or pick another kv_port'
         elif first.get('pid') is None:
             fix = 'find the owner with root privileges (the module must run with become) or pick another kv_port'
+        elif first.get('container') and first.get('container_runtime') in STOPPABLE_RUNTIMES:
+            name = container_label(first)
+            fix = ('container %s is not allowed to be stopped: add container:%s to vllm_pd_stop_services (module '
+                   'option stop_services) so the preflight stops it (%s stop %s), or stop it yourself, or pick '
+                   'another kv_port' % (name, name, first['container_runtime'], name))
         elif first.get('container'):
-            fix = ('stop the container %s (podman/docker stop %s), or add its unit %s to vllm_pd_stop_services, '
-                   'or pick another kv_port' % (first.get('container_name') or first['container'][:12],
-                                                first.get('container_name') or first['container'][:12], unit))
+            fix = ('stop the %s container %s with the tool that manages it, or pick another kv_port' % (
+                first.get('container_runtime') or 'unknown', container_label(first)))
         elif unit and _is_service_unit(unit):
             fix = ('add %s to vllm_pd_stop_services (module option stop_services) so the preflight stops it, '
                    'or stop it yourself (systemctl stop %s), or pick another kv_port' % (unit, unit))
@@ -135,8 +194,9 @@ def plan_stops(busy, stop_services):
 
 def holder_lines(holders):
     """Stable text lines for diff output."""
-    return sorted(set('%s %s pid=%s %s unit=%s' % (h['endpoint'], h['state'], h.get('pid'), h.get('process'),
-                                                   h.get('unit')) for h in holders))
+    return sorted(set('%s %s pid=%s %s unit=%s%s' % (
+        h['endpoint'], h['state'], h.get('pid'), h.get('process'), h.get('unit'),
+        ' container=%s' % container_label(h) if h.get('container') else '') for h in holders))
 
 
 def evaluate_listening(ports, host_ip, listeners, is_expected):

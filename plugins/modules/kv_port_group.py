@@ -20,10 +20,10 @@ description:
     1024-65535, overlaps the AscendDirectTransport (ADXL) window, the Mooncake Transfer Engine RPC range 15000-17000,
     HCCL's 60000-60031, the API/proxy ports in O(extra_reserved), or lies in the kernel ephemeral range without
     being reserved. It also fails when a socket would block vLLM's bind on O(host_ip), naming the address, pid,
-    process, cmdline, systemd unit and container of the holder. Units listed in O(stop_services) that hold
-    ports are stopped (and only those); nothing else is ever stopped or killed.
+    process, cmdline, systemd unit and container of the holder. Units and containers listed in O(stop_services)
+    that hold ports are stopped (and only those); nothing else is ever stopped or killed.
   - O(state=listening) waits until every port of the group listens on O(host_ip) and belongs to the expected
-    service (O(owner_unit) and/or O(owner_pid)). It fails early when a port is taken by another process
+    service (O(owner_unit), O(owner_container) and/or O(owner_pid)). It fails early when a port is taken by another process
     (the Grafana trap), when the listener is on another address (VLLM_HOST_IP wrong), or when the unit died.
   - O(state=reachable) runs on a decode host against a prefill host. It connects to every port of the remote group
     in parallel and checks that a ZeroMQ peer answers with the ZMTP greeting. It names ports that are
@@ -129,7 +129,10 @@ options:
     description:
       - systemd units the operator allows the preflight to stop when they hold a port of the group
         (for example V(grafana-server.service)). A name without suffix gets C(.service).
-      - Only these units are stopped, with C(systemctl stop). Holders outside the list, and processes that
+      - An entry V(container:NAME) allows a podman or docker container (by name, or by its 12- or
+        64-character id) instead; it is stopped with C(podman stop NAME) or C(docker stop NAME), the
+        engine that runs it (told by the holder's cgroup).
+      - Only these units and containers are stopped. Holders outside the list, and processes that
         belong to no unit, are never stopped or killed; they are a failure that names them.
     type: list
     elements: str
@@ -143,6 +146,23 @@ options:
         (re)start, for example after O(kv_port) changed while the old instance still runs. They are returned in
         RV(held_by_owner), are no failure, and the unit is never stopped by this module (the restart frees them).
     type: str
+  owner_container:
+    description:
+      - Name of the podman or docker container expected to own the group (the vLLM prefill engine when it runs
+        from a container image, for example V(vllm-pd-prefill)).
+      - Needed next to O(owner_unit) when the unit runs C(podman run) or C(docker run), because the container's
+        processes are children of conmon or containerd-shim, neither in the unit's cgroup nor below its MainPID.
+      - A socket belongs to it when a pid holding it is in that container's cgroup or descends from the
+        container's init pid (from C(ENGINE container inspect)). Anything else is still foreign.
+      - Used like O(owner_unit) in O(state=listening) and O(state=free). A container that does not exist (yet)
+        owns nothing.
+    type: str
+  container_engine:
+    description:
+      - The engine that runs O(owner_container). Default is whichever of C(podman) and C(docker) is installed
+        and knows the container.
+    type: str
+    choices: [podman, docker]
   owner_pid:
     description:
       - Pid expected to own the group (the listener pid or one of its ancestors). Used like O(owner_unit), in
@@ -228,6 +248,29 @@ EXAMPLES = r"""
     timeout: 600
   become: true
 
+- name: Prefill from the container image (the unit runs podman run --name vllm-pd-prefill); may stop a container
+  vllm_pd.ascend.kv_port_group:
+    kv_port: 28002
+    tp_size: 8
+    host_ip: 10.0.30.10
+    owner_unit: vllm-pd-prefill.service
+    owner_container: vllm-pd-prefill
+    container_engine: podman
+    stop_services: ["container:old-grafana"]
+    state: free
+  become: true
+
+- name: Its ports must belong to the container vllm-pd-prefill
+  vllm_pd.ascend.kv_port_group:
+    kv_port: 28002
+    tp_size: 8
+    host_ip: 10.0.30.10
+    owner_unit: vllm-pd-prefill.service
+    owner_container: vllm-pd-prefill
+    container_engine: podman
+    state: listening
+  become: true
+
 - name: From the decode host, check that every prefill worker answers ZMTP
   vllm_pd.ascend.kv_port_group:
     kv_port: 28002
@@ -290,6 +333,12 @@ busy:
         - Container id from the cgroup path, when the holder runs in a container other than the one the
           module runs in (on a host that is itself a container, its own processes are local).
       type: str
+    container_runtime:
+      description: Runtime of RV(busy[].container) (podman, docker, cri-o, containerd, kubernetes); only with a container.
+      type: str
+    container_name:
+      description: Name of RV(busy[].container), from podman or docker; only when it could be read.
+      type: str
   sample:
     - port: 28004
       address: 0.0.0.0
@@ -327,11 +376,24 @@ misleading:
   type: list
   elements: dict
 stopped:
-  description: Units stopped (in check mode, units that would be stopped).
+  description: Units and V(container:NAME) entries stopped (in check mode, those that would be stopped).
   returned: when state is free
   type: list
   elements: str
-  sample: [grafana-server.service]
+  sample: [grafana-server.service, "container:old-grafana"]
+stopped_containers:
+  description: The containers of RV(stopped), with the engine that stops (and can start) them again.
+  returned: when state is free
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Container name (or id when the name could not be read).
+      type: str
+    engine:
+      description: V(podman) or V(docker).
+      type: str
+  sample: [{name: old-grafana, engine: docker}]
 findings:
   description: One entry per problem found, each with a C(check) name (PortRange, AdxlWindow, TeRpcRange,
     HcclRange, ReservedPort, EphemeralRange, HostIp, PortBusy, PortClosed, WrongAddress, ForeignOwner,
@@ -384,7 +446,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import owners as owners_mod
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import (
-    build_holders, describe_holder, evaluate_listening, holder_lines, normalize_unit, plan_stops, split_holders,
+    CONTAINER_PREFIX, build_holders, describe_holder, evaluate_listening, holder_lines, normalize_unit,
+    parse_stop_services, plan_stops, split_holders, stop_target,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
     DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, detect_npu_count,
@@ -408,6 +471,7 @@ class HostOps(object):
         self.proc_root = proc_root
         self.dev_root = dev_root
         self._info = {}
+        self._names = {}
         self._own_containers = owners_mod.own_containers(proc_root)
 
     def reset(self):
@@ -423,10 +487,36 @@ class HostOps(object):
         if pid not in self._info:
             info = owners_mod.process_info(pid, self.proc_root, self._own_containers)
             if info.get('container'):
-                info['container_name'] = owners_mod.resolve_container_name(
-                    dict(runtime=info.get('container_runtime'), id=info['container']))
+                info['container_name'] = self.container_name(info.get('container_runtime'), info['container'])
             self._info[pid] = info
         return self._info[pid]
+
+    def container_name(self, runtime, cid):
+        """Name of a holder's container: docker's config file, else ENGINE container inspect (cached per id)."""
+        key = (runtime, cid)
+        if key not in self._names:
+            name = owners_mod.resolve_container_name(dict(runtime=runtime, id=cid))
+            if name is None and runtime in ('podman', 'docker'):
+                found = self.container_inspect(runtime, cid)
+                name = found['name'] if found else None
+            self._names[key] = name
+        return self._names[key]
+
+    def container_inspect(self, engine, ref):
+        """{'id', 'pid', 'name'} of container REF from ENGINE (podman/docker), or None (no engine, no such container)."""
+        path = self.module.get_bin_path(engine)
+        if not path:
+            return None
+        rc, out, _err = self.module.run_command(
+            [path, 'container', 'inspect', '--format', '{{.Id}} {{.State.Pid}} {{.Name}}', ref])
+        return owners_mod.parse_container_inspect(out) if rc == 0 else None
+
+    def stop_container(self, engine, name):
+        path = self.module.get_bin_path(engine)
+        if not path:
+            return 127, '%s is not installed' % engine
+        rc, _out, err = self.module.run_command([path, 'stop', name])
+        return rc, err
 
     def is_descendant(self, pid, ancestor):
         return owners_mod.is_descendant(pid, ancestor, self.proc_root)
@@ -591,9 +681,10 @@ def main_pid_of(show):
         return None
 
 
-def held_by(ops, h, owner_unit, main_pid, owner_pid):
+def held_by(ops, h, owner_unit, main_pid, owner_pid, container=None):
     """True when a pid of holder h is in the owner's process tree: its cgroup is owner_unit, or it
-    descends from the unit's MainPID or from owner_pid."""
+    descends from the unit's MainPID or from owner_pid, or it runs in the owner container (its cgroup
+    names the container's id, or it descends from the container's init pid)."""
     for pid in h.get('pids') or []:
         if owner_unit and ops.process_info(pid).get('unit') == owner_unit:
             return True
@@ -601,24 +692,53 @@ def held_by(ops, h, owner_unit, main_pid, owner_pid):
             return True
         if owner_pid and ops.is_descendant(pid, owner_pid):
             return True
+        if container and (ops.process_info(pid).get('container') == container['id']
+                          or (container.get('pid') and ops.is_descendant(pid, container['pid']))):
+            return True
     return False
 
 
+def find_owner_container(ops, params):
+    """{'id', 'pid', 'name'} of O(owner_container), or None when not given or not there (yet)."""
+    name = params['owner_container']
+    if not name:
+        return None
+    for engine in [params['container_engine']] if params['container_engine'] else ['podman', 'docker']:
+        found = ops.container_inspect(engine, name)
+        if found:
+            return found
+    return None
+
+
+def owner_label(params, owner_unit):
+    parts = [owner_unit] if owner_unit else []
+    if params['owner_container']:
+        parts.append('container %s' % params['owner_container'])
+    if params['owner_pid']:
+        parts.append('pid %s' % params['owner_pid'])
+    return ' / '.join(parts)
+
+
 def owner_predicate(ops, params):
-    """holder -> bool for O(owner_unit)/O(owner_pid) in state=free, or None when neither is given."""
+    """holder -> bool for O(owner_unit)/O(owner_container)/O(owner_pid) in state=free, or None when none is given."""
     owner_unit = normalize_unit(params['owner_unit']) if params['owner_unit'] else None
     owner_pid = params['owner_pid']
-    if not owner_unit and not owner_pid:
+    if not owner_unit and not owner_pid and not params['owner_container']:
         return None
     main_pid = None
     if owner_unit:
         show = ops.unit_show(owner_unit)
         # not loaded or not queryable: the cgroup match alone still finds its processes
         main_pid = main_pid_of(show) if 'error' not in show else None
-    return lambda h: held_by(ops, h, owner_unit, main_pid, owner_pid)
+    container = find_owner_container(ops, params)
+    return lambda h: held_by(ops, h, owner_unit, main_pid, owner_pid, container)
 
 
 def run_free(module, ops, params, ports, host_ip, result):
+    try:
+        allowed_units, allowed_containers = parse_stop_services(params['stop_services'])
+    except ValueError as e:
+        module.fail_json(msg='%s; fix vllm_pd_stop_services (write container:NAME for a container)' % e, **result)
     findings, reserved = static_checks(module, ops, params, ports, result)
     hf = host_ip_finding(ops, host_ip)
     if hf:
@@ -658,9 +778,12 @@ def run_free(module, ops, params, ports, host_ip, result):
                                                  'changed' % (span(ports), host_ip)), **result)
 
     before = holder_lines(busy)
-    after = [line for line in before if not any(line.endswith('unit=%s' % u) for u in to_stop)]
+    after = holder_lines([h for h in busy if stop_target(h, allowed_units, allowed_containers) is None])
     new_reserved, reserve_changes = reserved_with(reserved, reserve_ports) if reserve_ports else (reserved, False)
+    engines = dict((stop_target(h, allowed_units, allowed_containers), h.get('container_runtime')) for h in busy)
     result['stopped'] = to_stop
+    result['stopped_containers'] = [dict(name=t[len(CONTAINER_PREFIX):], engine=engines[t])
+                                    for t in to_stop if t.startswith(CONTAINER_PREFIX)]
     result['reserved_ports'] = format_port_list(new_reserved)
     result['changed'] = bool(to_stop) or reserve_changes
     if module._diff:
@@ -677,13 +800,21 @@ def run_free(module, ops, params, ports, host_ip, result):
             module.fail_json(msg='cannot write net.ipv4.ip_local_reserved_ports = %s (%s); add that line to '
                                  '/etc/sysctl.d and run sysctl --system, or pick a kv_port below the ephemeral '
                                  'range' % (format_port_list(new_reserved), e), **result)
-    for unit in to_stop:
-        rc, err = ops.stop_unit(unit)
+    for target in to_stop:
+        held = span([h['port'] for h in busy if stop_target(h, allowed_units, allowed_containers) == target])
+        if target.startswith(CONTAINER_PREFIX):
+            name = target[len(CONTAINER_PREFIX):]
+            rc, err = ops.stop_container(engines[target], name)
+            if rc != 0:
+                module.fail_json(msg='%s stop %s failed (rc=%d): %s; the container holds port(s) %s of the kv_port '
+                                     'group; stop it by hand or pick another kv_port' % (
+                                         engines[target], name, rc, (err or '').strip(), held), **result)
+            continue
+        rc, err = ops.stop_unit(target)
         if rc != 0:
             module.fail_json(msg='systemctl stop %s failed (rc=%d): %s; it holds port(s) %s of the kv_port group; '
                                  'stop it by hand or pick another kv_port' % (
-                                     unit, rc, (err or '').strip(),
-                                     span([h['port'] for h in busy if h.get('unit') == unit])), **result)
+                                     target, rc, (err or '').strip(), held), **result)
     deadline = time.time() + params['timeout']
     while True:
         still = split_holders(snapshot(ops, ports, host_ip)[0], is_owner)[1]
@@ -714,7 +845,8 @@ def _unit_dead(show):
 def run_listening(module, ops, params, ports, host_ip, result):
     owner_unit = normalize_unit(params['owner_unit']) if params['owner_unit'] else None
     owner_pid = params['owner_pid']
-    if not owner_unit and not owner_pid:
+    anyone = not owner_unit and not owner_pid and not params['owner_container']
+    if anyone:
         module.warn('neither owner_unit nor owner_pid given: any listener on %s counts; a foreign service on a '
                     'port of the group (the Grafana trap) is not detected' % host_ip)
     hf = host_ip_finding(ops, host_ip)
@@ -723,11 +855,12 @@ def run_listening(module, ops, params, ports, host_ip, result):
         module.fail_json(msg=summarize([hf], 'kv_port group %s cannot listen on %s' % (span(ports), host_ip)), **result)
     deadline = time.time() + params['timeout']
     main_pid = [None]
+    container = [None]
 
     def is_expected(h):
-        if not owner_unit and not owner_pid:
+        if anyone:
             return None
-        return held_by(ops, h, owner_unit, main_pid[0], owner_pid)
+        return held_by(ops, h, owner_unit, main_pid[0], owner_pid, container[0])
 
     while True:
         if owner_unit:
@@ -747,6 +880,9 @@ def run_listening(module, ops, params, ports, host_ip, result):
             result['findings'] = [f]
             module.fail_json(msg=summarize([f], 'vLLM did not come up'), **result)
         holders = listeners_snapshot(ops, ports)
+        # created by the unit's "run" a moment after the unit started: look again each round, after the
+        # snapshot, so a listener seen there belongs to a container that exists by now
+        container[0] = find_owner_container(ops, params)
         ev = evaluate_listening(ports, host_ip, holders, is_expected)
         result['listeners'] = ev['ok']
         result['misleading'] = ev['misleading']
@@ -756,7 +892,7 @@ def run_listening(module, ops, params, ports, host_ip, result):
                                  msg='port(s) of the group are held by another service, not by %s: %s; vLLM cannot '
                                      'bind them (curl to them answers and misleads); stop that service (or add it to '
                                      'vllm_pd_stop_services and rerun the preflight) or pick another kv_port' % (
-                                         owner_unit or 'pid %s' % owner_pid,
+                                         owner_label(params, owner_unit),
                                          '; '.join(describe_holder(h) for h in ev['foreign']))))
         if ev['wrong_address']:
             findings.append(dict(check='WrongAddress', ports=sorted(set(h['port'] for h in ev['wrong_address'])),
@@ -835,6 +971,8 @@ def argument_spec():
         bind_probe=dict(type='bool', default=True),
         stop_services=dict(type='list', elements='str', default=[]),
         owner_unit=dict(type='str'),
+        owner_container=dict(type='str'),
+        container_engine=dict(type='str', choices=['podman', 'docker']),
         owner_pid=dict(type='int'),
         remote_host=dict(type='str'),
         timeout=dict(type='int'),

@@ -51,6 +51,17 @@ options:
       env_file:
         description: The unit's environment file, read to tell a stale process from a wrong file.
         type: path
+      container:
+        description:
+          - Name of the podman/docker container the unit runs the engine in (the container runtime). Its
+            processes count as the engine's (they are not in the unit's cgroup), and C(VLLM_HOST_IP) is read
+            from the container's init process.
+        type: str
+      container_engine:
+        description: V(podman) or V(docker), the engine of O(engines[].container).
+        type: str
+        choices: [podman, docker]
+        default: podman
       kv_port:
         description: First port of the kv_port group (prefill).
         type: int
@@ -180,6 +191,7 @@ host:
 engines:
   description:
     - O(mode=inspect) - per engine C(kind), C(unit), C(state) (systemctl show properties), C(pid), C(pids),
+      C(container) (C(id), C(pid), C(name) of O(engines[].container), or null),
       C(env) (address variables of the process, or null when no process runs), C(env_file) (same variables of
       the file), C(advertised) (C(address), C(source)), C(api_listening), C(logs) (matched hints with lines),
       C(tail) (last log lines when the unit is not active), and for prefill C(group).
@@ -233,7 +245,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils import owners as ow
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_findings import diagnose
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_host import (
     addresses_of, net_env, parse_default_route, parse_env_file, parse_environ, parse_ip_addr, parse_link_mtu,
-    parse_route_get, scan_log, unit_pids,
+    container_pids, parse_route_get, scan_log, unit_pids,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_report import render_html, summary_lines
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import build_holders, evaluate_listening
@@ -282,14 +294,24 @@ class Host(object):
         return self.module.get_bin_path(name)
 
     def procs(self):
-        """{pid: (unit, ppid)} of every visible process."""
+        """{pid: (unit, ppid, container id)} of every visible process."""
         if self._procs is None:
             self._procs = {}
             for pid in owners_mod.list_pids(PROC):
                 cg = owners_mod.parse_cgroup(_text('%s/%d/cgroup' % (PROC, pid)))
+                container = owners_mod.container_from_cgroup_path(cg, self._own)
                 self._procs[pid] = (owners_mod.unit_from_cgroup_path(cg),
-                                    owners_mod.parse_stat_ppid(_text('%s/%d/stat' % (PROC, pid))))
+                                    owners_mod.parse_stat_ppid(_text('%s/%d/stat' % (PROC, pid))),
+                                    container['id'] if container else None)
         return self._procs
+
+    def container(self, engine, name):
+        """{'id', 'pid', 'name'} of container NAME, or None."""
+        path = self.tool(engine)
+        if not path:
+            return None
+        rc, out, _err = self.run([path, 'container', 'inspect', '--format', '{{.Id}} {{.State.Pid}} {{.Name}}', name])
+        return owners_mod.parse_container_inspect(out) if rc == 0 else None
 
     def info(self, pid):
         if pid not in self._info:
@@ -327,10 +349,14 @@ class Host(object):
         return out if rc == 0 else None
 
 
-def engine_pids(host, unit, main_pid):
+def engine_pids(host, unit, main_pid, container=None):
     procs = host.procs()
-    return unit_pids(unit, dict((p, u) for p, (u, _pp) in procs.items()), main_pid,
-                     dict((p, pp) for p, (_u, pp) in procs.items()))
+    parents = dict((p, pp) for p, (_u, pp, _c) in procs.items())
+    pids = unit_pids(unit, dict((p, u) for p, (u, _pp, _c) in procs.items()), main_pid, parents)
+    if container:
+        pids = sorted(set(pids) | set(container_pids(container['id'], dict((p, c) for p, (_u, _pp, c) in procs.items()),
+                                                     container['pid'], parents)))
+    return pids
 
 
 def inspect_group(host, eng, address, pids, env, params):
@@ -380,8 +406,14 @@ def inspect_engine(host, eng, params, host_facts):
         main_pid = int(show.get('MainPID') or 0) or None
     except ValueError:
         main_pid = None
-    pids = engine_pids(host, eng['unit'], main_pid) if active else []
-    pid = main_pid if main_pid in pids else (pids[0] if pids else None)
+    container = host.container(eng.get('container_engine') or 'podman', eng['container']) \
+        if active and eng.get('container') else None
+    pids = engine_pids(host, eng['unit'], main_pid, container) if active else []
+    # the container's init process has the environment vLLM runs with (--env-file), not the "run" client
+    if container and container['pid'] in pids:
+        pid = container['pid']
+    else:
+        pid = main_pid if main_pid in pids else (pids[0] if pids else None)
     env = None
     if pid:
         raw = _read('%s/%d/environ' % (PROC, pid))
@@ -391,6 +423,7 @@ def inspect_engine(host, eng, params, host_facts):
         text = _text(eng['env_file'])
         file_env = net_env(parse_env_file(text)) if text is not None else None
     out = dict(kind=eng['kind'], unit=eng['unit'], state=show, active=active, pid=pid, pids=pids,
+               container=container,
                cmdline=host.info(pid).get('cmdline') if pid else None, env=env, env_file=file_env,
                env_readable=env is not None or not pid)
     lines, err = host.journal(eng['unit'], show.get('InvocationID'), params['log_lines'])
@@ -513,6 +546,8 @@ def main():
                 kind=dict(type='str', required=True, choices=['prefill', 'decode']),
                 unit=dict(type='str', required=True),
                 env_file=dict(type='path'),
+                container=dict(type='str'),
+                container_engine=dict(type='str', choices=['podman', 'docker'], default='podman'),
                 kv_port=dict(type='int'),
                 tp_size=dict(type='int', default=1),
                 dp_rank_start=dict(type='int', default=0),

@@ -1,5 +1,5 @@
 """The preflight's whole-inventory validation (roles/preflight/templates/inventory_errors.j2),
-rendered by ansible-playbook on the controller over an inventory of several clusters, each with
+rendered by ansible-playbook (render.yml) on the controller over an inventory of several clusters, each with
 one fault, and one healthy external-DP cluster that must have no error. No host is contacted."""
 import json
 import os
@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-TEMPLATE = os.path.join(ROOT, "roles", "preflight", "templates", "inventory_errors.j2")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 
 def cluster(name, prefill, decode=None, **cvars):
@@ -44,20 +44,15 @@ CLUSTERS = [
 
 
 def render(inventory, tmp):
-    """[cluster, message] pairs the validation finds in INVENTORY, grouped by cluster."""
-    out = tmp / "errors.json"
-    (tmp / "render.yml").write_text(yaml.safe_dump([{
-        "name": "Render the inventory errors", "hosts": "all", "gather_facts": False,
-        "tasks": [{"name": "Write them", "run_once": True, "delegate_to": "localhost", "ansible.builtin.copy": {
-            "dest": str(out), "mode": "0644",
-            "content": "{{ lookup('ansible.builtin.template', '%s') | from_yaml | default([], true) | to_json }}" % TEMPLATE}}]}]))
+    """[cluster, message] pairs the validation finds in INVENTORY (render.yml), grouped by cluster."""
     ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     r = subprocess.run([ansible_playbook, "-i", str(inventory), "-e", "ansible_python_interpreter=" + sys.executable,
-                        str(tmp / "render.yml")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+                        "-e", "out=%s" % tmp, os.path.join(HERE, "render.yml")],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     found = {}
-    for c, msg in json.loads(out.read_text()):
+    for c, msg in json.loads((tmp / "errors.json").read_text()):
         found.setdefault(c, []).append(msg)
     return found
 

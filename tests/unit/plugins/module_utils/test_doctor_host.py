@@ -69,3 +69,14 @@ def test_unit_pids_cgroup_and_descendants():
     parents = {100: 1, 101: 100, 102: 101, 200: 1}
     assert H.unit_pids('vllm-pd-prefill.service', pid_units, 100, parents) == [100, 101, 102]
     assert H.unit_pids('vllm-pd-prefill.service', pid_units, None, parents) == [100]
+
+
+def test_container_pids_cgroup_and_init_tree():
+    # 200 = conmon (not the unit's child), 201 = container init, 202 its child; 300 another container
+    pid_containers = {100: None, 200: None, 201: 'c1', 202: None, 300: 'c2'}
+    parents = {100: 1, 200: 1, 201: 200, 202: 201, 300: 1}
+    assert H.container_pids('c1', pid_containers, 201, parents) == [201, 202]
+    assert H.container_pids('c1', pid_containers, None, parents) == [201]
+    assert H.container_pids(None, pid_containers, None, parents) == []
+    # the unit's own tree does not reach the container's processes
+    assert H.unit_pids('vllm-pd-prefill.service', dict((p, None) for p in parents), 100, parents) == [100]

@@ -189,3 +189,11 @@ def test_process_info_in_the_modules_own_container(tmp_path):
     # the same tree read from the host: both are in containers
     assert O.process_info(700, str(root))['container'] == 'a' * 64
     assert O.own_containers(str(tmp_path / 'nowhere')) == []
+
+
+def test_parse_container_inspect():
+    assert O.parse_container_inspect('%s 4711 vllm-pd-prefill\n' % ('a' * 64)) == dict(
+        id='a' * 64, pid=4711, name='vllm-pd-prefill')
+    assert O.parse_container_inspect('%s 0 /grafana' % ('b' * 64)) == dict(id='b' * 64, pid=None, name='grafana')
+    for bad in ('', 'Error: no such container x', 'zz 1 n', '%s x n' % ('a' * 64)):
+        assert O.parse_container_inspect(bad) is None

@@ -3,6 +3,8 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import pytest
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import port_checks as C
 
 INFO = {
@@ -10,7 +12,11 @@ INFO = {
     813: dict(name='prometheus', cmdline='prometheus', unit='prometheus.service'),
     900: dict(name='vllm', cmdline='vllm serve', unit='vllm-prefill.service'),
     950: dict(name='python3', cmdline='python3 -m http.server 30008', unit='session-3.scope'),
-    960: dict(name='node', cmdline='node app', unit='docker-abc.scope', container='abc' * 10),
+    960: dict(name='node', cmdline='node app', unit='docker-abc.scope', container='abc' * 10,
+              container_runtime='docker'),
+    970: dict(name='python3', cmdline='python3 -m http.server', unit='libpod-' + 'f' * 64 + '.scope',
+              container='f' * 64, container_runtime='podman', container_name='old-grafana'),
+    980: dict(name='pause', cmdline='/pause', unit=None, container='e' * 64, container_runtime='cri-o'),
 }
 
 
@@ -44,7 +50,44 @@ def test_plan_stops_only_allowed_units():
     prom, plain, cont = (f['msg'] for f in findings)
     assert 'add prometheus.service to vllm_pd_stop_services' in prom and 'pid 813' in prom
     assert 'never killed' in plain and 'pid 950' in plain and 'http.server' in plain
-    assert 'stop the container' in cont
+    assert 'add container:abcabcabcabc to vllm_pd_stop_services' in cont and 'docker stop abcabcabcabc' in cont
+
+
+def test_plan_stops_allowed_containers_by_name_or_id():
+    hs = holders([sock(30004), sock(30005), sock(30006)], {30004: [970], 30005: [960], 30006: [812]})
+    targets, findings = C.plan_stops(hs, ['container:old-grafana', 'container:' + 'abc' * 4, 'grafana-server'])
+    assert targets == ['container:abcabcabcabc', 'container:old-grafana', 'grafana-server.service']
+    assert findings == []
+    # the same holders with only the unit allowed: both containers are errors that name them
+    targets, findings = C.plan_stops(hs, ['grafana-server'])
+    assert targets == ['grafana-server.service']
+    msgs = [f['msg'] for f in findings]
+    assert 'container old-grafana is not allowed' in msgs[0] and 'podman stop old-grafana' in msgs[0]
+    assert 'container:old-grafana' in msgs[0] and 'container abcabcabcabc is not allowed' in msgs[1]
+
+
+def test_plan_stops_container_of_another_runtime_is_never_stopped():
+    hs = holders([sock(30004)], {30004: [980]})
+    targets, findings = C.plan_stops(hs, ['container:' + 'e' * 64])
+    assert targets == [] and 'cri-o container eeeeeeeeeeee' in findings[0]['msg']
+
+
+def test_parse_stop_services():
+    assert C.parse_stop_services(['grafana-server', 'container:old_g.1', '', 'x.scope']) == (
+        set(['grafana-server.service', 'x.scope']), set(['old_g.1']))
+    with pytest.raises(ValueError, match="'container:-rm'"):
+        C.parse_stop_services(['container:-rm'])
+    with pytest.raises(ValueError):
+        C.parse_stop_services(['container:'])
+
+
+def test_stop_target_unit_wins_and_diff_lines_name_containers():
+    h = holders([sock(30004)], {30004: [970]})[0]
+    assert C.stop_target(h, set([h['unit']]), set(['old-grafana'])) == h['unit']
+    assert C.stop_target(h, set(), set(['old-grafana'])) == 'container:old-grafana'
+    assert C.stop_target(h, set(), set(['f' * 12])) == 'container:old-grafana'
+    assert C.stop_target(h, set(), set(['other'])) is None
+    assert C.holder_lines([h])[0].endswith('container=old-grafana')
 
 
 def test_plan_stops_invisible_owner():

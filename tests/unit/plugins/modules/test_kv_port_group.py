@@ -309,6 +309,7 @@ def test_free_holder_in_the_modules_own_container_gets_no_container_hint(tmp_pat
         (root / pid).mkdir(parents=True)
         (root / pid / 'cgroup').write_text('9:name=systemd:%s\n0::/\n' % cg)
     ops = M.HostOps(None, proc_root=str(root))
+    ops.container_inspect = lambda engine, ref: None     # no podman here: the name stays unknown
     hs = M.build_holders([dict(port=28003, address='0.0.0.0', family='tcp', state='LISTEN', inode=9, remote_address='',
                                remote_port=0)], {9: [700]}, ops.process_info)
     assert hs[0]['container'] is None and hs[0]['unit'] == 'grafana-server.service'
@@ -492,3 +493,136 @@ def test_reachable_names_http_and_refused(run_module, free_group, routers):
 def test_reachable_needs_a_host(run_module):
     failed, res = run_module(M, dict(kv_port=28002, state='reachable'))
     assert failed and 'remote_host' in res['msg']
+
+
+# ------------------------------------------------------------ containers
+
+CID = 'c' * 64
+
+
+@pytest.fixture
+def fake_containers(monkeypatch):
+    """Processes that play container processes, and a fake podman/docker (inspect, stop)."""
+    state = dict(members={}, known={}, stops=[], children={})
+    orig = M.HostOps.process_info
+
+    def process_info(self, pid):
+        info = dict(orig(self, pid))
+        if pid in state['members']:
+            runtime, cid, name = state['members'][pid]
+            info.update(container=cid, container_runtime=runtime, container_name=name,
+                        unit='libpod-%s.scope' % cid)
+        return info
+
+    def container_inspect(self, engine, ref):
+        return state['known'].get((engine, ref))
+
+    def stop_container(self, engine, name):
+        state['stops'].append((engine, name))
+        state['children'][name].stop()
+        return 0, ''
+    monkeypatch.setattr(M.HostOps, 'process_info', process_info)
+    monkeypatch.setattr(M.HostOps, 'container_inspect', container_inspect)
+    monkeypatch.setattr(M.HostOps, 'stop_container', stop_container)
+    return state
+
+
+def test_free_stops_an_allowed_container_with_its_engine(run_module, free_group, spawn_listener, fake_containers,
+                                                         fake_systemctl):
+    ports = free_group(4)
+    old = spawn_listener(HOST, ports[1])
+    fake_containers['members'][old.pid] = ('docker', CID, 'old-grafana')
+    fake_containers['children']['old-grafana'] = old
+    a = args(ports, stop_services=['container:old-grafana'], timeout=10)
+    failed, res = run_module(M, dict(a, _ansible_check_mode=True, _ansible_diff=True))
+    assert not failed and res['changed'] and res['stopped'] == ['container:old-grafana']
+    assert res['stopped_containers'] == [dict(name='old-grafana', engine='docker')]
+    assert fake_containers['stops'] == [] and old.alive()
+    assert 'container=old-grafana' in res['diff']['before'] and str(ports[1]) not in res['diff']['after']
+    failed, res = run_module(M, a)
+    assert not failed, res.get('msg')
+    assert fake_containers['stops'] == [('docker', 'old-grafana')] and not old.alive()
+    assert fake_systemctl['calls'] == []
+
+
+def test_free_container_not_allowed_is_an_error_naming_it(run_module, free_group, spawn_listener, fake_containers,
+                                                          fake_systemctl):
+    ports = free_group(4)
+    old = spawn_listener(HOST, ports[2])
+    fake_containers['members'][old.pid] = ('podman', CID, 'old-grafana')
+    fake_containers['children']['old-grafana'] = old
+    failed, res = run_module(M, args(ports, stop_services=['container:something-else', 'grafana-server']))
+    assert failed and old.alive() and fake_containers['stops'] == []
+    assert 'container old-grafana is not allowed' in res['msg'] and 'container:old-grafana' in res['msg']
+    assert res['busy'][0]['container_runtime'] == 'podman' and res['busy'][0]['container_name'] == 'old-grafana'
+
+
+def test_free_bad_container_entry_fails_before_anything(run_module, free_group):
+    failed, res = run_module(M, args(free_group(2), stop_services=['container:a b']))
+    assert failed and "'container:a b'" in res['msg'] and 'vllm_pd_stop_services' in res['msg']
+
+
+def test_free_owner_container_holds_its_ports(run_module, free_group, spawn_listener, fake_containers,
+                                              fake_systemctl):
+    """A running containerised prefill (not in the unit's cgroup) re-deployed: its ports are the owner's."""
+    ports = free_group(4)
+    vllm = spawn_listener(HOST, ports[:2])
+    intruder = spawn_listener(HOST, ports[3])
+    fake_containers['members'][vllm.pid] = ('podman', CID, 'vllm-pd-prefill')
+    fake_containers['members'][intruder.pid] = ('podman', 'd' * 64, 'intruder')
+    fake_containers['known'][('podman', 'vllm-pd-prefill')] = dict(id=CID, pid=None, name='vllm-pd-prefill')
+    failed, res = run_module(M, args(ports, owner_unit='vllm-pd-prefill.service', owner_container='vllm-pd-prefill'))
+    assert failed
+    assert [h['port'] for h in res['held_by_owner']] == ports[:2]
+    assert [h['port'] for h in res['busy']] == [ports[3]] and 'container intruder' in res['msg']
+
+
+def test_listening_owner_container_by_cgroup_or_init_pid(run_module, free_group, spawn_listener, fake_containers,
+                                                         fake_systemctl):
+    ports = free_group(2)
+    vllm = spawn_listener(HOST, ports)
+    podman_client = spawn_listener('127.0.0.3', free_group(1))    # the unit's MainPID: "podman run"
+    fake_systemctl['show']['vllm-pd-prefill.service'] = dict(
+        LoadState='loaded', ActiveState='active', SubState='running', MainPID=str(podman_client.pid))
+    a = args(ports, state='listening', owner_unit='vllm-pd-prefill.service', owner_container='vllm-pd-prefill',
+             container_engine='docker', timeout=3)
+    # not in the unit's cgroup, not below MainPID, no such container: foreign (the strict check)
+    failed, res = run_module(M, a)
+    assert failed and res['findings'][0]['check'] == 'ForeignOwner'
+    assert 'vllm-pd-prefill.service / container vllm-pd-prefill' in res['msg']
+    # found through the container's init pid (docker's cgroup path not visible)
+    fake_containers['known'][('docker', 'vllm-pd-prefill')] = dict(id=CID, pid=vllm.pid, name='vllm-pd-prefill')
+    failed, res = run_module(M, a)
+    assert not failed, res.get('msg')
+    # found through the cgroup's container id; podman's container of that name is not asked for
+    fake_containers['known'][('docker', 'vllm-pd-prefill')] = dict(id=CID, pid=None, name='vllm-pd-prefill')
+    fake_containers['members'][vllm.pid] = ('docker', CID, 'vllm-pd-prefill')
+    fake_containers['known'][('podman', 'vllm-pd-prefill')] = dict(id='d' * 64, pid=None, name='x')
+    failed, res = run_module(M, a)
+    assert not failed, res.get('msg')
+    # another container of the same process tree shape is foreign
+    fake_containers['members'][vllm.pid] = ('docker', 'd' * 64, 'other')
+    failed, res = run_module(M, a)
+    assert failed and 'container other' in res['msg']
+
+
+def test_container_engine_argv(monkeypatch):
+    """podman/docker are called with argv lists: inspect by name, stop by name."""
+    calls = []
+
+    def run_command(self, argv, **kw):
+        calls.append(argv)
+        return (0, '%s 42 /vllm-pd-prefill\n' % CID, '') if argv[1] == 'container' else (0, '', '')
+    monkeypatch.setattr(M.AnsibleModule, 'run_command', run_command)
+    monkeypatch.setattr(M.AnsibleModule, 'get_bin_path', lambda self, name, **kw: '/usr/bin/' + name)
+    ops = M.HostOps(module=M.AnsibleModule.__new__(M.AnsibleModule))
+    assert ops.container_inspect('docker', 'vllm-pd-prefill') == dict(id=CID, pid=42, name='vllm-pd-prefill')
+    assert ops.stop_container('podman', 'old-grafana') == (0, '')
+    assert ops.container_name('podman', CID) == 'vllm-pd-prefill'
+    assert ops.container_name('podman', CID) == 'vllm-pd-prefill'   # cached: one more inspect only
+    assert calls == [
+        ['/usr/bin/docker', 'container', 'inspect', '--format', '{{.Id}} {{.State.Pid}} {{.Name}}', 'vllm-pd-prefill'],
+        ['/usr/bin/podman', 'stop', 'old-grafana'],
+        ['/usr/bin/podman', 'container', 'inspect', '--format', '{{.Id}} {{.State.Pid}} {{.Name}}', CID]]
+    monkeypatch.setattr(M.AnsibleModule, 'get_bin_path', lambda self, name, **kw: None)
+    assert ops.container_inspect('docker', 'x') is None and ops.stop_container('docker', 'x')[0] == 127

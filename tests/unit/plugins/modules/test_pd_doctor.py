@@ -116,3 +116,29 @@ def test_diagnose_returns_findings_summary_and_html(run_module):
 def test_inspect_prefill_needs_the_address(run_module):
     failed, res = run_module(M, dict(mode='inspect', engines=[prefill([28002])]))
     assert failed and 'needs address' in res['msg']
+
+
+def test_inspect_engine_in_a_container(run_module, free_group, spawn_listener, fake_systemd, monkeypatch):
+    """Container runtime: the unit's MainPID is the podman client; the listener is the container's process."""
+    ports = free_group()
+    client = spawn_listener('127.0.0.3', free_group(1))      # "podman run", VLLM_HOST_IP not in its environment
+    monkeypatch.setenv('VLLM_HOST_IP', HOST)
+    engine = spawn_listener(HOST, ports)                     # the container's init process (--env-file)
+    monkeypatch.delenv('VLLM_HOST_IP')
+    fake_systemd['show'][UNIT] = dict(ActiveState='active', SubState='running', MainPID=str(client.pid))
+    asked = []
+
+    def container(self, engine_name, name):
+        asked.append((engine_name, name))
+        return dict(id='c' * 64, pid=engine.pid, name=name)
+    monkeypatch.setattr(M.Host, 'container', container)
+    eng = prefill(ports, container='vllm-pd-prefill', container_engine='docker')
+    failed, res = run_module(M, dict(mode='inspect', address=HOST, ping=False, npu_count=8, engines=[eng]))
+    assert not failed, res
+    e = res['engines'][0]
+    assert asked == [('docker', 'vllm-pd-prefill')] and e['container']['pid'] == engine.pid
+    assert e['pid'] == engine.pid and e['env']['VLLM_HOST_IP'] == HOST
+    assert sorted(h['port'] for h in e['group']['ok']) == ports and e['group']['foreign'] == []
+    # the same engine without the container: its ports are held by a process outside the unit
+    failed, res = run_module(M, dict(mode='inspect', address=HOST, ping=False, npu_count=8, engines=[prefill(ports)]))
+    assert not failed and sorted(h['port'] for h in res['engines'][0]['group']['foreign']) == ports

@@ -1,0 +1,105 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The container runtime as the roles write it: the unit's ExecStart/ExecStop, the env file passed
+with --env-file, and the whole-inventory validation (rendered by ansible-playbook, nothing runs)."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+# tests/unit/conftest.py puts a root holding ansible_collections/vllm_pd/ascend on sys.path
+COLLECTIONS_ROOT = next(p for p in sys.path if os.path.isdir(os.path.join(p, 'ansible_collections', 'vllm_pd', 'ascend')))
+ENGINE = dict(engine_kind='prefill', engine_name='prefill', engine_unit='vllm-pd-prefill.service', engine_cluster='c1',
+              engine_address={'address': '10.0.30.10', 'interface': 'ens1f0'}, engine_kv_role='kv_producer',
+              engine_kv_port=30000, engine_model='/data/models/m', engine_api_port=8100, engine_tp_size=2,
+              engine_dp_size=1, engine_dp_args=[], engine_dp_rpc_port=12342, engine_extra_args=[], engine_vllm_binary='vllm', engine_devices=['4', '5'],
+              engine_abort_request_timeout=480, engine_env={'EXTRA': 'x'},
+              engine_container_image='quay.example/ascend/vllm-ascend:v1', engine_container_engine='docker',
+              engine_container_run_options=['--volume=/data/models:/data/models:ro', '--shm-size=16g'],
+              # as install.yml finds them: davinci9 exists but is not one of this engine's NPUs
+              __engine_present_paths=['/dev/davinci4', '/dev/davinci5', '/dev/davinci9', '/dev/davinci_manager',
+                                      '/usr/local/dcmi', '/etc/ascend_install.info'])
+COMMON = dict(vllm_pd_model='/data/models/m', vllm_pd_kv_port=30000, vllm_pd_prefill_tp_size=2,
+              vllm_pd_decode_tp_size=2, vllm_pd_network='10.0.30.0/24', vllm_pd_cluster='c1')
+
+
+def render(tmp_path, hostvars):
+    inv = dict(all=dict(
+        hosts=dict((h, dict(v, ansible_connection='local', ansible_python_interpreter=sys.executable))
+                   for h, v in hostvars.items()),
+        children=dict(vllm_pd_prefill=dict(hosts=dict((h, {}) for h in hostvars if h.startswith('p'))),
+                      vllm_pd_decode=dict(hosts=dict((h, {}) for h in hostvars if h.startswith('d'))))))
+    (tmp_path / 'inv.json').write_text(json.dumps(inv))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS_ROOT, ANSIBLE_CONFIG=os.path.join(REPO_ROOT, 'ansible.cfg'))
+    r = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'), '-i',
+                        str(tmp_path / 'inv.json'), os.path.join(HERE, 'render.yml'), '-e', 'out=%s' % tmp_path],
+                       capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    return json.loads((tmp_path / 'errors.json').read_text())
+
+
+def unit_lines(path, key):
+    return [line[len(key) + 1:] for line in path.read_text().splitlines() if line.startswith(key + '=')]
+
+
+def test_container_unit_and_env(tmp_path):
+    errors = render(tmp_path, {'p1': dict(COMMON, render=True, engine_runtime='container', **ENGINE),
+                               'd1': dict(COMMON)})
+    assert errors == []
+    unit = tmp_path / 'p1-vllm-pd.service'
+    argv = shlex.split(unit_lines(unit, 'ExecStart')[0])
+    image = argv.index('quay.example/ascend/vllm-ascend:v1')
+    assert argv[:image] == [
+        'docker', 'run', '--rm', '--name', 'vllm-pd-prefill', '--net=host', '--env-file', '/etc/vllm-pd/prefill.env',
+        '--device=/dev/davinci4', '--device=/dev/davinci5', '--device=/dev/davinci_manager',
+        '--volume=/usr/local/dcmi:/usr/local/dcmi:ro', '--volume=/etc/ascend_install.info:/etc/ascend_install.info:ro',
+        '--volume=/data/models:/data/models:ro', '--shm-size=16g']
+    serve = argv[image + 1:]
+    assert serve[:3] == ['vllm', 'serve', '/data/models/m'] and serve[serve.index('--host') + 1] == '10.0.30.10'
+    assert json.loads(serve[serve.index('--kv-transfer-config') + 1])['kv_port'] == 30000
+    assert unit_lines(unit, 'ExecStartPre') == ['-docker rm -f vllm-pd-prefill']
+    assert unit_lines(unit, 'ExecStop') == ['-docker stop -t 20 vllm-pd-prefill']
+    assert unit_lines(unit, 'ExecStopPost') == ['-docker rm -f vllm-pd-prefill']
+    env = (tmp_path / 'p1-vllm-pd.env').read_text()
+    assert 'VLLM_HOST_IP=10.0.30.10\n' in env and 'HCCL_IF_IP=10.0.30.10\n' in env
+    assert 'GLOO_SOCKET_IFNAME=ens1f0\n' in env and 'EXTRA=x\n' in env
+    # the container sees only its NPUs: re-selecting them by id would be wrong
+    assert 'ASCEND_RT_VISIBLE_DEVICES' not in [line.split('=')[0] for line in env.splitlines()]
+
+
+def test_systemd_unit_unchanged(tmp_path):
+    render(tmp_path, {'p1': dict(COMMON, render=True, **dict(ENGINE, engine_runtime='systemd')), 'd1': dict(COMMON)})
+    unit = tmp_path / 'p1-vllm-pd.service'
+    assert shlex.split(unit_lines(unit, 'ExecStart')[0])[:2] == ['vllm', 'serve']
+    assert unit_lines(unit, 'ExecStop') == [] and 'docker' not in unit.read_text()
+    assert 'ASCEND_RT_VISIBLE_DEVICES=4,5\n' in (tmp_path / 'p1-vllm-pd.env').read_text()
+
+
+@pytest.mark.parametrize('hostvars, expected', [
+    ({'p1': dict(COMMON, vllm_pd_runtime='container'), 'd1': dict(COMMON)},
+     'cluster c1, host p1: vllm_pd_runtime is container but vllm_pd_container_image is not set. '
+     'Fix: set vllm_pd_container_image'),
+    ({'p1': dict(COMMON), 'd1': dict(COMMON, decode_runtime='container', vllm_pd_container_image='i',
+                                     decode_container_image='')},
+     'cluster c1, host d1: decode_runtime is container but decode_container_image is not set'),
+    ({'p1': dict(COMMON, vllm_pd_runtime='k8s'), 'd1': dict(COMMON)},
+     'cluster c1, host p1: vllm_pd_runtime=k8s is not one of systemd, container'),
+    ({'p1': dict(COMMON, vllm_pd_runtime='container', vllm_pd_container_image='i', vllm_pd_container_engine='nerdctl'),
+      'd1': dict(COMMON)},
+     'cluster c1, host p1: vllm_pd_container_engine=nerdctl is not one of podman, docker'),
+    ({'p1': dict(COMMON), 'd1': dict(COMMON, vllm_pd_runtime='container', vllm_pd_container_image='i',
+                                     vllm_pd_container_run_options='--shm-size=1g')},
+     'cluster c1, host d1: vllm_pd_container_run_options must be a list'),
+])
+def test_inventory_errors_of_the_container_runtime(tmp_path, hostvars, expected):
+    errors = render(tmp_path, hostvars)
+    assert any(msg.startswith(expected) for _cluster, msg in errors), errors
+    assert all(cluster == 'c1' for cluster, _msg in errors)
