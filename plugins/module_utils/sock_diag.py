@@ -7,6 +7,8 @@ With 16,000 sockets, /proc/net/tcp{,6} makes the kernel format every one of them
 a sock_diag dump with a port-range filter returns only the sockets of the group (about 1 ms).
 Pure functions build the request and parse the reply into the records of
 sockets.parse_proc_net_tcp(); dump_tcp() does the I/O; read_tcp_table() falls back to /proc.
+One difference nothing relies on: a half-open connection (SYN_RECV) has uid 0 here, while
+/proc shows its listener's uid.
 """
 
 from __future__ import absolute_import, division, print_function
