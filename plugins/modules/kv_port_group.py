@@ -28,9 +28,9 @@ description:
   - O(state=reachable) runs on a decode host against a prefill host. It connects to every port of the remote group
     in parallel and checks that a ZeroMQ peer answers with the ZMTP greeting. It names ports that are
     refused, time out, or speak another protocol such as HTTP. It never changes anything.
-  - Sockets are read once per check from the kernel's sock_diag netlink interface, filtered in the kernel to the
-    group's ports (C(/proc/net/tcp) and C(/proc/net/tcp6) when netlink is not available), in the module's network
-    namespace, and owners once from C(/proc/*/fd); no C(ss) or C(lsof) per port.
+  - Each check reads the sockets of the module's network namespace once, from the kernel's sock_diag netlink
+    interface filtered in the kernel to the group's ports (from C(/proc/net/tcp) and C(/proc/net/tcp6) when netlink
+    is not available), and their owners once from C(/proc/*/fd); no C(ss) or C(lsof) per port.
 options:
   kv_port:
     description:
@@ -379,7 +379,7 @@ socket_source:
     - Where the socket table was read. V(sock_diag) is the kernel's NETLINK_SOCK_DIAG interface (the one C(ss) uses),
       asked for the group's ports only. V(proc) is C(/proc/net/tcp) and C(/proc/net/tcp6), used when netlink is not
       available (for example blocked by a seccomp profile).
-  returned: when state is free or listening
+  returned: when the socket table was read (state is free or listening)
   type: str
   choices: [sock_diag, proc]
   sample: sock_diag
