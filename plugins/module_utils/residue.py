@@ -17,7 +17,7 @@ import re
 import stat
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.owners import (
-    list_pids, parse_socket_link, scan_fd_links,
+    list_pids, parse_socket_link, scan_fd_dirs,
 )
 
 DEFAULT_PATTERNS = ['/tmp/mooncake*', '/tmp/transfer_engine*', '/dev/shm/*mooncake*', '/dev/shm/*ascend*']
@@ -129,19 +129,20 @@ def scan_in_use(dirs, proc_root='/proc'):
     used = InUse()
     sock_inodes = {}
     pids = list_pids(proc_root)
-    for pid, fd_path, target in scan_fd_links(proc_root, pids):
-        inode = parse_socket_link(target)
-        if inode is not None:
-            sock_inodes.setdefault(inode, set()).add(pid)
-            continue
-        path = target[:-len(DELETED)] if target.endswith(DELETED) else target
-        if not _under(path, real):
-            continue
-        try:
-            st = os.stat(fd_path)
-            used.add((st.st_dev, st.st_ino), None if target.endswith(DELETED) else path, pid)
-        except OSError:
-            used.add(None, path, pid)
+    for pid, fd_dir, links in scan_fd_dirs(proc_root, pids):
+        for fd, target in links.items():
+            inode = parse_socket_link(target)
+            if inode is not None:
+                sock_inodes.setdefault(inode, set()).add(pid)
+                continue
+            path = target[:-len(DELETED)] if target.endswith(DELETED) else target
+            if not _under(path, real):
+                continue
+            try:
+                st = os.stat(fd_dir + '/' + fd)
+                used.add((st.st_dev, st.st_ino), None if target.endswith(DELETED) else path, pid)
+            except OSError:
+                used.add(None, path, pid)
     for pid in pids:
         try:
             with open(os.path.join(proc_root, str(pid), 'maps')) as f:

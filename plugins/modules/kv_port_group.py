@@ -28,8 +28,9 @@ description:
   - O(state=reachable) runs on a decode host against a prefill host. It connects to every port of the remote group
     in parallel and checks that a ZeroMQ peer answers with the ZMTP greeting. It names ports that are
     refused, time out, or speak another protocol such as HTTP. It never changes anything.
-  - Sockets are read once from C(/proc/net/tcp) and C(/proc/net/tcp6) of the module's network namespace and
-    owners once from C(/proc/*/fd); no C(ss) or C(lsof) per port.
+  - Each check reads the sockets of the module's network namespace once, from the kernel's sock_diag netlink
+    interface filtered in the kernel to the group's ports (from C(/proc/net/tcp) and C(/proc/net/tcp6) when netlink
+    is not available), and their owners once from C(/proc/*/fd); no C(ss) or C(lsof) per port.
 options:
   kv_port:
     description:
@@ -122,7 +123,7 @@ options:
     description:
       - With O(state=free), also try C(bind()) on O(host_ip) for every port of the group that looks free (with
         C(SO_REUSEADDR), like ZeroMQ; the socket is closed at once and never listens). This catches sockets that
-        are bound but not listening, which C(/proc/net/tcp) does not show.
+        are bound but not listening, which neither sock_diag nor C(/proc/net/tcp) shows.
     type: bool
     default: true
   stop_services:
@@ -435,6 +436,15 @@ reserved_ports:
   returned: when state is free
   type: str
   sample: 36000-36007
+socket_source:
+  description:
+    - Where the socket table was read. V(sock_diag) is the kernel's NETLINK_SOCK_DIAG interface (the one C(ss) uses),
+      asked for the group's ports only. V(proc) is C(/proc/net/tcp) and C(/proc/net/tcp6), used when netlink is not
+      available (for example blocked by a seccomp profile).
+  returned: when the socket table was read (state is free or listening)
+  type: str
+  choices: [sock_diag, proc]
+  sample: sock_diag
 """
 
 import errno
@@ -454,10 +464,10 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
     format_port_list, parse_port_list, port_group, range_findings, read_sysctl_ranges,
     reserved_with, span,
 )
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.sock_diag import read_tcp_table
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.sockets import (
-    classify, format_endpoint, is_wildcard, normalize_ip, read_tcp_sockets,
+    classify, format_endpoint, is_wildcard, normalize_ip,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY, probe_many
 
 DEFAULT_TIMEOUTS = dict(free=30, listening=300, reachable=0)
 POLL = 0.25
@@ -473,12 +483,14 @@ class HostOps(object):
         self._info = {}
         self._names = {}
         self._own_containers = owners_mod.own_containers(proc_root)
+        self.socket_source = None
 
     def reset(self):
         self._info = {}
 
     def sockets(self, ports):
-        return read_tcp_sockets(self.proc_root, ports=ports)
+        socks, self.socket_source = read_tcp_table(self.proc_root, ports=ports)
+        return socks
 
     def owners(self, inodes):
         return owners_mod.socket_owners(self.proc_root, inodes)
@@ -755,6 +767,7 @@ def run_free(module, ops, params, ports, host_ip, result):
     result['reserved_ports'] = format_port_list(reserved)
 
     busy, misleading = snapshot(ops, ports, host_ip)
+    result['socket_source'] = ops.socket_source
     if params['bind_probe'] and not hf:
         seen = set(h['port'] for h in busy)
         for port in ports:
@@ -883,6 +896,7 @@ def run_listening(module, ops, params, ports, host_ip, result):
         # created by the unit's "run" a moment after the unit started: look again each round, after the
         # snapshot, so a listener seen there belongs to a container that exists by now
         container[0] = find_owner_container(ops, params)
+        result['socket_source'] = ops.socket_source
         ev = evaluate_listening(ports, host_ip, holders, is_expected)
         result['listeners'] = ev['ok']
         result['misleading'] = ev['misleading']
@@ -925,6 +939,9 @@ def run_listening(module, ops, params, ports, host_ip, result):
 
 
 def run_reachable(module, params, ports, result):
+    # only this state probes; its thread pool import is not paid by free/listening
+    from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY, probe_many
+
     host = params['remote_host'] or params['host_ip']
     if not host:
         module.fail_json(msg='state=reachable needs remote_host (the prefill host VLLM_HOST_IP) or host_ip', **result)

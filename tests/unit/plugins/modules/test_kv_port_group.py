@@ -4,6 +4,7 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import errno
 import os
 import socket
 import threading
@@ -11,6 +12,7 @@ import time
 
 import pytest
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import sock_diag
 from ansible_collections.vllm_pd.ascend.plugins.modules import kv_port_group as M
 
 HOST = '127.0.0.2'
@@ -97,6 +99,23 @@ def test_free_wildcard_and_v6_wildcard_block(run_module, free_group, spawn_liste
     if b is not None:
         assert busy[ports[1]]['pid'] == b.pid and busy[ports[1]]['address'] == '::'
         assert str(b.pid) in res['msg']
+
+
+def test_free_names_the_holder_from_proc_when_netlink_is_refused(run_module, free_group, monkeypatch):
+    ports = free_group(4)
+    failed, res = run_module(M, args(ports))
+    assert not failed and res['socket_source'] in ('sock_diag', 'proc')
+
+    def refused(ports=None):
+        raise OSError(errno.EPERM, 'Operation not permitted')    # as under a seccomp profile
+    monkeypatch.setattr(sock_diag, 'dump_tcp', refused)
+    s = own_socket(HOST, ports[2])
+    try:
+        failed, res = run_module(M, args(ports))
+    finally:
+        s.close()
+    assert failed and res['socket_source'] == 'proc'
+    assert [(h['port'], h['pid']) for h in res['busy']] == [(ports[2], os.getpid())]
 
 
 def test_free_other_address_is_only_a_warning(run_module, free_group, spawn_listener):
