@@ -8,7 +8,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: pd_host_address
 short_description: The inter-node address and NIC of a PD host, from inventory and gathered facts
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Returns C({address, interface, source}) for one host, in this order of precedence
     (fault 1 of the field report; vLLM binds and advertises only E(VLLM_HOST_IP)).

@@ -8,7 +8,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: pd_instances
 short_description: The vLLM instances one PD host runs, with their units, ports, DP ranks and NPUs
-version_added: "0.2.0"
+version_added: "1.0.0"
 description:
   - Without O(dp_ranks), the host runs one instance that serves all O(dp_size) data parallel ranks
     itself (vLLM's internal DP); its unit is C(vllm-pd-KIND.service).

@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: kv_port_group
 short_description: Check, free and verify the whole vLLM-Ascend Mooncake kv_port group
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - With MooncakeConnectorV1, C(kv_port) is not one port but a group. Every worker of every local data-parallel
     rank binds a ZeroMQ ROUTER on C(VLLM_HOST_IP) at

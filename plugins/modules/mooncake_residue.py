@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: mooncake_residue
 short_description: Remove stale Mooncake / Ascend files that no live process uses
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Removes the leftovers of earlier Mooncake Transfer Engine and Ascend runs
     (C(/tmp/mooncake*), C(/tmp/transfer_engine*), C(/dev/shm/*mooncake*), C(/dev/shm/*ascend*) by default)

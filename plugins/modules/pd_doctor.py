@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: pd_doctor
 short_description: Inspect a running vLLM-Ascend PD deployment and diagnose it in the field report's order
-version_added: "0.1.0"
+version_added: "1.0.0"
 description:
   - Read-only diagnosis of a prefill/decode (PD) deployment with MooncakeConnectorV1. It never stops, starts,
     writes or removes anything on a host.
