@@ -49,7 +49,7 @@ def render(inventory, tmp):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     r = subprocess.run([ansible_playbook, "-i", str(inventory), "-e", "ansible_python_interpreter=" + sys.executable,
                         "-e", "out=%s" % tmp, os.path.join(HERE, "render.yml")],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=120, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     found = {}
     for c, msg in json.loads((tmp / "errors.json").read_text()):
@@ -79,7 +79,7 @@ def test_a_healthy_external_dp_cluster_has_no_error(errors):
 
 
 def test_every_faulty_cluster_is_named_and_no_error_is_global(errors):
-    assert sorted(errors) == sorted(name for name, *_ in CLUSTERS if name != "good"), errors
+    assert sorted(errors) == sorted(c[0] for c in CLUSTERS if c[0] != "good"), errors
 
 
 @pytest.mark.parametrize("name, words", [
