@@ -47,9 +47,16 @@ class Cluster:
         return r, cl, findings, html
 
     def engine_env(self, host, kind, line):
-        """Replace the VLLM_HOST_IP line of /etc/vllm-pd/KIND.env (line '' removes it) and restart the unit."""
+        """Replace the VLLM_HOST_IP line of /etc/vllm-pd/KIND.env (line '' removes it), restart the unit and
+        wait until the engine is up (its API answers) or has exited: the doctor looks at a deployment that
+        runs, broken, not at one still starting (whose ports are rightly reported closed)."""
         sub = f"s/^VLLM_HOST_IP=.*/{line}/" if line else "/^VLLM_HOST_IP=/d"
-        self.lab.ssh(host, f"sed -i '{sub}' /etc/vllm-pd/{kind}.env && systemctl restart vllm-pd-{kind}.service")
+        unit, port = f"vllm-pd-{kind}.service", {"prefill": 8100, "decode": 8200}[kind]
+        health = f"http://{self.lab.hosts[host]['data_ip']}:{port}/health"
+        self.lab.ssh(host, f"sed -i '{sub}' /etc/vllm-pd/{kind}.env && systemctl restart {unit} && "
+                           f"for _ in $(seq 120); do "
+                           f"python3 -c 'import urllib.request; urllib.request.urlopen(\"{health}\", timeout=1)' "
+                           f"2>/dev/null && break; systemctl -q is-active {unit} || break; sleep 0.5; done")
 
     def netns(self, host, *argv):
         pid = subprocess.run(["podman", "inspect", "-f", "{{.State.Pid}}", host], capture_output=True, text=True,
