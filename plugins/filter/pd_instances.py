@@ -47,6 +47,18 @@ options:
     type: list
     elements: int
     default: []
+  runtime:
+    description: How the instances run, V(systemd) (vllm on the host) or V(container) (the engine image).
+    type: str
+    default: systemd
+  container_engine:
+    description: V(podman) or V(docker), for the container runtime.
+    type: str
+    default: podman
+  container_image:
+    description: The engine image, for the container runtime.
+    type: str
+    default: ""
   hostname:
     description: Inventory name, used in error messages.
     type: str
@@ -65,10 +77,12 @@ RETURN = r"""
 _value:
   description:
     - One dict per instance, in rank order.
-    - C(name) (V(prefill) or V(prefill-dpR)), C(unit), C(env_file), C(api_port), C(dp_rank_start) and
+    - C(kind), C(name) (V(prefill) or V(prefill-dpR)), C(unit), C(env_file), C(api_port), C(dp_rank_start) and
       C(dp_size_local) (the ranks whose port groups the instance binds), C(devices) (NPU ids as strings),
       C(external) (true for external DP) and C(dp_args) (the DP options of C(vllm serve) beyond
       C(--data-parallel-size), without the address and RPC port of rank 0, which come from facts).
+    - C(runtime), C(container) (V(vllm-pd-NAME) for the container runtime, else null), C(container_engine)
+      and C(container_image).
   type: list
   elements: dict
 """
@@ -76,6 +90,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 KINDS = ("prefill", "decode")
+RUNTIMES = ("systemd", "container")
 
 
 def _int(value, what):
@@ -87,11 +102,14 @@ def _int(value, what):
         raise ValueError("%s=%r is not a whole number" % (what, value))
 
 
-def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host"):
+def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
+                     runtime="systemd", container_engine="podman", container_image=""):
     """Instances of one kind on one host (see DOCUMENTATION). Raises ValueError naming the variable."""
     if kind not in KINDS:
         raise ValueError("engine kind %r is not one of %s" % (kind, ", ".join(KINDS)))
     where = "host %s: " % hostname
+    if runtime not in RUNTIMES:
+        raise ValueError(where + "%s_runtime=%s is not one of %s" % (kind, runtime, ", ".join(RUNTIMES)))
     tp = _int(tp_size, "vllm_pd_%s_tp_size" % kind)
     dp = _int(dp_size, "vllm_pd_%s_dp_size" % kind)
     port = _int(api_port, "%s_api_port" % kind)
@@ -117,6 +135,7 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
         name = kind if not ranks else "%s-dp%d" % (kind, slot[0])
         count = tp * len(slot)
         out.append({
+            "kind": kind,
             "name": name,
             "unit": "vllm-pd-%s.service" % name,
             "env_file": "/etc/vllm-pd/%s.env" % name,
@@ -126,14 +145,20 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
             "devices": [str(d) for d in npus[used:used + count]],
             "external": bool(ranks),
             "dp_args": ["--data-parallel-rank", str(slot[0]), "--data-parallel-size-local", "1"] if ranks else [],
+            "runtime": runtime,
+            "container": "vllm-pd-%s" % name if runtime == "container" else None,
+            "container_engine": container_engine,
+            "container_image": container_image,
         })
         used += count
     return out
 
 
-def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host"):
+def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
+                 runtime="systemd", container_engine="podman", container_image=""):
     try:
-        return engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname or "this host")
+        return engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname or "this host",
+                                runtime, container_engine, container_image)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
 

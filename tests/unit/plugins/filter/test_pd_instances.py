@@ -60,3 +60,14 @@ def test_the_filter_raises_an_ansible_error():
         pd_instances("decode", 1, 2, [1, 1], 8200)
     with pytest.raises(AnsibleFilterError, match="not one of prefill, decode"):
         pd_instances("proxy", 1, 1, [], 8000)
+
+
+def test_the_plan_says_how_each_instance_runs():
+    [one] = engine_instances("prefill", 8, 1, [], 8100)
+    assert (one["kind"], one["runtime"], one["container"]) == ("prefill", "systemd", None)
+    two = engine_instances("decode", 2, 2, [0, 1], 8200, runtime="container", container_engine="docker",
+                           container_image="img:1")
+    assert [i["container"] for i in two] == ["vllm-pd-decode-dp0", "vllm-pd-decode-dp1"]
+    assert {(i["runtime"], i["container_engine"], i["container_image"]) for i in two} == {("container", "docker", "img:1")}
+    with pytest.raises(ValueError, match="host h1: decode_runtime=docker is not one of systemd, container"):
+        engine_instances("decode", 2, 1, [], 8200, hostname="h1", runtime="docker")
