@@ -28,12 +28,14 @@ ENGINE = dict(engine_kind='prefill', engine_name='prefill', engine_unit='vllm-pd
               __engine_present_paths=['/dev/davinci4', '/dev/davinci5', '/dev/davinci9', '/dev/davinci_manager',
                                       '/usr/local/dcmi', '/etc/ascend_install.info'])
 COMMON = dict(vllm_pd_model='/data/models/m', vllm_pd_kv_port=30000, vllm_pd_prefill_tp_size=2,
-              vllm_pd_decode_tp_size=2, vllm_pd_network='10.0.30.0/24', vllm_pd_cluster='c1')
+              vllm_pd_decode_tp_size=2, vllm_pd_network='10.0.30.0/24', vllm_pd_cluster='c1',
+              vllm_pd_proxy_enabled=False)
 
 
 def render(tmp_path, hostvars):
     inv = dict(all=dict(
-        hosts=dict((h, dict(v, ansible_connection='local', ansible_python_interpreter=sys.executable))
+        # render.yml's play connects locally; ansible_connection=local on both would make them one machine
+        hosts=dict((h, dict(v, ansible_python_interpreter=sys.executable))
                    for h, v in hostvars.items()),
         children=dict(vllm_pd_prefill=dict(hosts=dict((h, {}) for h in hostvars if h.startswith('p'))),
                       vllm_pd_decode=dict(hosts=dict((h, {}) for h in hostvars if h.startswith('d'))))))
@@ -101,5 +103,5 @@ def test_systemd_unit_unchanged(tmp_path):
 ])
 def test_inventory_errors_of_the_container_runtime(tmp_path, hostvars, expected):
     errors = render(tmp_path, hostvars)
-    assert any(msg.startswith(expected) for _cluster, msg in errors), errors
-    assert all(cluster == 'c1' for cluster, _msg in errors)
+    assert any(e['text'].startswith(expected) for e in errors), errors
+    assert all(e['cluster'] == 'c1' for e in errors)

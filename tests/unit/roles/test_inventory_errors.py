@@ -1,5 +1,5 @@
-"""The preflight's whole-inventory validation (roles/preflight/templates/inventory_errors.j2),
-rendered by ansible-playbook (render.yml) on the controller over an inventory of several clusters, each with
+"""The preflight's whole-inventory validation (filter pd_inventory_errors over module_utils/inventory_rules),
+run by ansible-playbook (render.yml) on the controller over an inventory of several clusters, each with
 one fault, and one healthy external-DP cluster that must have no error. No host is contacted."""
 import json
 import os
@@ -44,7 +44,7 @@ CLUSTERS = [
 
 
 def render(inventory, tmp):
-    """[cluster, message] pairs the validation finds in INVENTORY (render.yml), grouped by cluster."""
+    """The messages the validation finds in INVENTORY (render.yml), grouped by cluster."""
     ansible_playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     r = subprocess.run([ansible_playbook, "-i", str(inventory), "-e", "ansible_python_interpreter=" + sys.executable,
@@ -52,8 +52,8 @@ def render(inventory, tmp):
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     found = {}
-    for c, msg in json.loads((tmp / "errors.json").read_text()):
-        found.setdefault(c, []).append(msg)
+    for e in json.loads((tmp / "errors.json").read_text()):
+        found.setdefault(e["cluster"], []).append(e["text"])
     return found
 
 
