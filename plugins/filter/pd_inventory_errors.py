@@ -57,11 +57,20 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
+from jinja2 import Undefined
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory_rules import VARIABLES, inventory_errors
 
 
 def _plain(value):
-    """Plain Python data (lazy templated containers and tagged scalars of ansible-core become builtins)."""
+    """Plain Python data (lazy templated containers and tagged scalars of ansible-core become builtins).
+    An undefined value (ansible-core 2.19 hands back a marker instead of raising) raises."""
+    if isinstance(value, Undefined):
+        try:
+            value._fail_with_undefined_error()  # pylint: disable=protected-access - jinja2's way to the message
+        except Exception as exc:  # pylint: disable=broad-except
+            raise ValueError(str(exc))
+        raise ValueError("undefined")
     if isinstance(value, Mapping):
         return dict((_plain(k), _plain(v)) for k, v in value.items())
     if isinstance(value, bool) or value is None:

@@ -42,7 +42,7 @@ def exec_word(word, first=False):
     if first and (not word or word[0] in EXEC_PREFIX or "$" in word):
         # systemd reads the prefixes; '$$' would reach argv[0] as '$' but not the executed path
         raise ValueError("executable %r is empty, starts with one of %s or holds '$'" % (word, EXEC_PREFIX))
-    word = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    word = word.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$")
     return '"%s"' % word
 
 
