@@ -347,6 +347,8 @@ def rule_argv_words(view):
                     yield hfind(view, h, var, "%s[%d]=%r %s" % (var, i, word, why),
                                 "make every element one plain string without control characters")
             if var in ENGINE_ARGS_VARS:
+                # vLLM takes the key from VLLM_API_KEY as well (vllm/entrypoints/openai/api_server.py,
+                # build_app: `args.api_key or envs.VLLM_API_KEY`; docs: openai_compatible_server.md)
                 for word in v:
                     if isinstance(word, str) and (word == "--api-key" or word.startswith("--api-key=")):
                         yield hfind(view, h, var, "%s passes --api-key: the unit file that holds the argv is "

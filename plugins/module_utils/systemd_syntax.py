@@ -41,8 +41,8 @@ def exec_word(word, first=False):
     word = _text(word, "argv word")
     if first and (not word or word[0] in EXEC_PREFIX or "$" in word):
         # systemd reads the prefixes; '$$' would reach argv[0] as '$' but not the executed path
-        raise ValueError("executable %r is empty, starts with one of %s or holds '$'" % (word, EXEC_PREFIX))
-    word = word.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$")
+        raise ValueError("executable %r is empty, starts with one of systemd's prefixes %s or holds '$'" % (word, EXEC_PREFIX))
+    word = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
     return '"%s"' % word
 
 

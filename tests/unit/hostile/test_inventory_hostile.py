@@ -448,3 +448,75 @@ def test_systemd_loads_every_rendered_unit(matrix, tmp_path):
         messages = [line for line in (r.stdout + r.stderr).splitlines() if unit.name in line or 'specifier' in line
                     or 'escape' in line.lower()]
         assert r.returncode == 0 and not [m for m in messages if 'EnvironmentFile' not in m], (name, r.stdout, r.stderr)
+
+
+# ------------------------------------------------------------------ the writers alone, on many random words
+
+ALPHABET = [chr(c) for c in range(0x20, 0x7f)] + ['é', '模', 'ß', '\t']
+
+
+def _random_words(seed, count=400):
+    import random
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield ''.join(rng.choice(ALPHABET) for _ in range(rng.randrange(0, 12)))
+
+
+def test_every_printable_word_round_trips_through_exec_start():
+    from ansible_collections.vllm_pd.ascend.plugins.filter.pd_systemd_argv import pd_systemd_argv
+    words = [w for w in _random_words(13) if '\t' not in w]
+    for i in range(0, len(words), 7):
+        argv = ['/usr/bin/vllm'] + words[i:i + 7]
+        assert split_exec(pd_systemd_argv(argv)) == argv
+
+
+def test_every_value_round_trips_through_the_env_file():
+    from ansible_collections.vllm_pd.ascend.plugins.filter.pd_systemd_env import pd_systemd_env
+    env = dict(('K%d' % i, w) for i, w in enumerate(_random_words(17)))
+    assert parse_env_file(pd_systemd_env(env) + '\n') == env
+    # literal (podman/docker --env-file): what it accepts is read back verbatim by both parsers
+    plain = dict((k, v) for k, v in env.items() if '\\' not in v and v == v.strip(' \t') and v[:1] not in '\'"')
+    text = pd_systemd_env(plain, literal=True)
+    assert parse_env_file(text + '\n') == plain == dict(line.split('=', 1) for line in text.splitlines())
+
+
+@pytest.mark.parametrize('argv, words', [
+    (['/bin/vllm', 'a\nExecStartPre=/bin/evil'], "control character '\\n'"),
+    (['/bin/vllm', 'a\x00'], "control character '\\x00'"),
+    (['-/bin/vllm'], "prefixes"),
+    (['/opt/$X/vllm'], "holds '$'"),
+    ([], 'empty'),
+    ('vllm serve', 'must be a list'),
+    (['/bin/vllm', None], 'not a string'),
+])
+def test_pd_systemd_argv_refuses_what_systemd_cannot_take(argv, words):
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.vllm_pd.ascend.plugins.filter.pd_systemd_argv import pd_systemd_argv
+    with pytest.raises(AnsibleFilterError, match=re.escape(words)):
+        pd_systemd_argv(argv)
+
+
+@pytest.mark.parametrize('env, literal, words', [
+    ({'A': 'x\ny'}, False, "environment variable A: the value holds the control character '\\n'"),
+    ({'A=B': 'x'}, False, "name 'A=B'"),
+    ({'A': ' x'}, True, 'environment variable A: the value has blanks at an end'),
+    ({'A': ['x']}, False, 'environment variable A: the value is a list'),
+    ('A=1', False, 'must be a mapping'),
+])
+def test_pd_systemd_env_refuses_and_never_shows_the_value(env, literal, words):
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.vllm_pd.ascend.plugins.filter.pd_systemd_env import pd_systemd_env
+    with pytest.raises(AnsibleFilterError) as exc:
+        pd_systemd_env(env, literal=literal)
+    assert words in str(exc.value)
+    if isinstance(env, dict) and isinstance(env.get('A'), str):
+        assert env['A'].strip() not in str(exc.value)
+
+
+def test_the_env_file_task_keeps_secrets_out_of_logs_and_diffs():
+    import yaml
+    with open(os.path.join(REPO_ROOT, 'roles', 'engine', 'tasks', 'install.yml')) as f:
+        tasks = yaml.safe_load(f)
+    task = next(t for t in tasks if t.get('ansible.builtin.template', {}).get('src') == 'vllm-pd.env.j2')
+    assert task['no_log'] is True and task['diff'] is False
+    assert task['ansible.builtin.template']['mode'] == '0600'

@@ -1,0 +1,80 @@
+"""Hostile but legal inventory values reach the engine unchanged (issue 13, item 5), on a real systemd:
+a model path with '%', '$', blanks, quotes and a backslash is the engine's exact argv word, and an
+env value that needs systemd's quoting is the engine's exact environment. Two inventory names for
+one machine (the data and the mgmt address of pd-p15) are refused by the preflight, nothing changed.
+
+Cluster lab15 of lab/gen-inventory (hosts pd-p15, pd-d15), so the default lab is left alone; its
+containers are removed at the end.
+"""
+import json
+import subprocess
+
+import pytest
+
+from conftest import ROOT, Lab
+
+pytestmark = pytest.mark.lab
+
+P, D = "pd-p15", "pd-d15"
+MODEL = "/models/lab 100%Zsure $HOME ${X} \"q's\" back\\slash"
+ODD = ' a "b" $c \\d `e` %f '
+
+
+@pytest.fixture(scope="module")
+def h15(tmp_path_factory):
+    inv = tmp_path_factory.mktemp("hostile-argv")
+    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "15", "--out", str(inv)],
+                   check=True)
+    (inv / "group_vars" / "cluster_lab15.yml").write_text("---\n" + json.dumps({
+        "vllm_pd_model": MODEL, "vllm_pd_extra_args": ["--seed", "7"],
+        "vllm_pd_engine_env": {"VLLM_LAB_STARTUP_DELAY": "1", "LAB_ODD": ODD}}) + "\n")
+    lab = Lab(inv)
+    lab.up()
+    yield lab
+    lab.playbook("playbooks/lab_down.yml", check=False)
+    lab.close()
+
+
+def _proc(lab, host, unit, what):
+    pid = lab.ssh(host, f"systemctl show -p MainPID --value {unit}").stdout.strip()
+    assert pid not in ("", "0"), f"{unit} on {host} has no main process"
+    return lab.ssh(host, f"cat /proc/{pid}/{what} | base64 -w0").stdout
+
+
+def _words(b64):
+    import base64
+    return base64.b64decode(b64).decode().split("\0")[:-1]
+
+
+def test_the_engine_gets_the_exact_argv_and_environment(h15):
+    h15.playbook("playbooks/deploy_pd.yml")  # the proxy's smoke request goes through P and D
+    for host, unit in ((P, "vllm-pd-prefill.service"), (D, "vllm-pd-decode.service")):
+        argv = _words(_proc(h15, host, unit, "cmdline"))
+        assert argv[argv.index("serve") + 1] == MODEL, argv
+        assert argv[-2:] == ["--seed", "7"], argv
+        env = dict(w.split("=", 1) for w in _words(_proc(h15, host, unit, "environ")))
+        assert env["LAB_ODD"] == ODD, env.get("LAB_ODD")
+        assert h15.ssh(host, f"stat -c %a /etc/vllm-pd/{unit.split('-')[-1].split('.')[0]}.env").stdout.strip() == "600"
+
+
+def test_two_names_for_one_machine_are_refused(h15, tmp_path):
+    inv = tmp_path / "alias"
+    inv.mkdir()
+    src = __import__("pathlib").Path(h15.inventory)
+    subprocess.run(["cp", "-r", str(src / "group_vars"), str(inv)], check=True)
+    hosts = (src / "hosts.yml").read_text()
+    alias = h15.hosts[P]["mgmt_ip"]
+    hosts = hosts.replace("vllm_pd_decode: {hosts: {pd-d15: {}}}", "vllm_pd_decode: {hosts: {pd-d15: {}, pd-p15-again: {}}}")
+    hosts = hosts.replace("        pd-d15:", f"        pd-p15-again: {{ansible_host: {alias}, lab_mgmt_ip: {alias}, "
+                          f"lab_mgmt_subnet: {h15.hosts[P]['mgmt_ip'].rsplit('.', 1)[0]}.0/24}}\n        pd-d15:")
+    (inv / "hosts.yml").write_text(hosts)
+    h15.guard(alias)
+    before = h15.ssh(P, "systemctl show -p ActiveEnterTimestamp --value vllm-pd-prefill.service").stdout
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(inv),
+                        str(ROOT / "playbooks" / "deploy_pd.yml")], capture_output=True, text=True, cwd=ROOT,
+                       check=False, timeout=300)
+    assert r.returncode != 0
+    assert "pd-p15 in this run is the same machine (same boot id and the same /etc/systemd/system)" in r.stdout, r.stdout[-3000:]
+    assert "Fix: keep one inventory host per machine" in r.stdout
+    after = h15.ssh(P, "systemctl show -p ActiveEnterTimestamp --value vllm-pd-prefill.service").stdout
+    assert before == after  # nothing was restarted
