@@ -66,8 +66,9 @@ def _plain(value):
     """Plain Python data (lazy templated containers and tagged scalars of ansible-core become builtins).
     An undefined value (ansible-core 2.19 hands back a marker instead of raising) raises."""
     if isinstance(value, Undefined):
+        # jinja2's own way to the message of an undefined value
         try:
-            value._fail_with_undefined_error()  # pylint: disable=protected-access - jinja2's way to the message
+            value._fail_with_undefined_error()  # pylint: disable=protected-access
         except Exception as exc:  # pylint: disable=broad-except
             raise ValueError(str(exc))
         raise ValueError("undefined")
@@ -100,9 +101,10 @@ def cluster_view(hostvars, groups, rollout="parallel"):
         for var in VARIABLES:
             if var not in hv:
                 continue
+            # any templating error (or an undefined value) is reported by name
             try:
                 mine[var] = _plain(hv[var])
-            except Exception as exc:  # pylint: disable=broad-except - any templating error, reported by name
+            except Exception as exc:  # pylint: disable=broad-except
                 broken.append([h, var, str(exc).splitlines()[0] if str(exc) else type(exc).__name__])
     return {"groups": groups, "hosts": hosts, "broken": broken, "rollout": _plain(rollout)}
 

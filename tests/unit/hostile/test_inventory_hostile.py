@@ -458,8 +458,8 @@ ALPHABET = [chr(c) for c in range(0x20, 0x7f)] + ['é', '模', 'ß', '\t']
 def _random_words(seed, count=400):
     import random
     rng = random.Random(seed)
-    for _ in range(count):
-        yield ''.join(rng.choice(ALPHABET) for _ in range(rng.randrange(0, 12)))
+    for _word in range(count):
+        yield ''.join(rng.choice(ALPHABET) for _char in range(rng.randrange(0, 12)))
 
 
 def test_every_printable_word_round_trips_through_exec_start():
