@@ -8,7 +8,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: pd_restore_plan
 short_description: What to put back of the holders the preflight stopped, from /etc/vllm-pd/stopped-services
-version_added: "1.0.0"
+version_added: "1.1.0"
 description:
   - Reads the record the preflight writes when O(vllm_pd.ascend.kv_port_group#module:stop_services) allowed it to
     stop a unit or container (one JSON object a line; the older format of one unit name, or
