@@ -119,7 +119,7 @@ options:
         the next connection. When systemd itself holds the port for a C(.socket) unit, that socket (allowed by
         its own name or by the service it starts) is stopped and disabled, and so are the services it starts.
       - A stopped container whose restart policy is not V(no) gets C(ENGINE update --restart no) (docker;
-        podman 5 and later). podman 4 cannot change it: a warning says so.
+        podman 5 and later). podman 4 cannot change it, and a warning says so.
       - What each had before is returned in RV(holders_off), for C(stop_pd.yml) to put back.
     type: list
     elements: str

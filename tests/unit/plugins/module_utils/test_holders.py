@@ -248,7 +248,7 @@ def as_unit(monkeypatch):
 
 
 def test_module_stops_and_disables_an_allowed_enabled_holder_and_its_socket(run_module, free_group, spawn_listener,
-                                                                           systemctl_table, as_unit):
+                                                                            systemctl_table, as_unit):
     ports = free_group(2)
     grafana = spawn_listener(HOST, ports[1])
     as_unit[grafana.pid] = 'grafana-server.service'

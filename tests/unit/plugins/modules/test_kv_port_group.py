@@ -342,7 +342,7 @@ def test_free_holder_in_the_modules_own_container_gets_no_container_hint(tmp_pat
     ops = M.HostOps(None, proc_root=str(root))
     ops.container_inspect = lambda engine, ref: None     # no podman here: the name stays unknown
     hs = build_holders([dict(port=28003, address='0.0.0.0', family='tcp', state='LISTEN', inode=9, remote_address='',
-                               remote_port=0)], {9: [700]}, ops.process_info)
+                             remote_port=0)], {9: [700]}, ops.process_info)
     assert hs[0]['container'] is None and hs[0]['unit'] == 'grafana-server.service'
     msg = plan_stops(hs, [])[1][0]['msg']
     assert 'container' not in msg and 'add grafana-server.service to vllm_pd_stop_services' in msg
@@ -552,6 +552,7 @@ def fake_containers(monkeypatch):
         state['stops'].append((engine, name))
         state['children'][name].stop()
         return 0, ''
+
     def container_restart_policy(self, engine, name):
         return state['policy'].get(name, 'no')
 
