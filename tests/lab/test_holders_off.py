@@ -76,6 +76,40 @@ def test_enabled_holder_is_stopped_disabled_and_restored_as_before(lab14):
     assert record(lab14) is None
 
 
+SOCKET_UNITS = {
+    # systemd itself listens (Accept=yes: PID 1 holds the listening socket, one service per connection)
+    "/etc/systemd/system/pdlab-echo.socket": "[Socket]\nListenStream=28006\nAccept=yes\n"
+                                             "[Install]\nWantedBy=sockets.target\n",
+    "/etc/systemd/system/pdlab-echo@.service": "[Service]\nExecStart=/bin/cat\nStandardInput=socket\n",
+}
+
+
+def test_socket_held_by_systemd_is_stopped_and_disabled_and_restored(lab14):
+    lab14.fixtures(P, state="absent")
+    for path, text in SOCKET_UNITS.items():
+        lab14.ssh(P, f"printf '{text}' > {path}")
+    lab14.ssh(P, "systemctl daemon-reload && systemctl enable --now pdlab-echo.socket")
+    inv = lab14.inventory
+    vars_file = f"{inv}/group_vars/cluster_lab14.yml"
+    with open(vars_file, "w") as f:
+        f.write("---\nvllm_pd_stop_services: [pdlab-echo.socket]\n")
+    try:
+        assert unit(lab14, "pdlab-echo.socket") == ("enabled", "active")
+        deploy(lab14)
+        # stopped and disabled, else systemd would listen again at boot (sockets.target)
+        assert unit(lab14, "pdlab-echo.socket") == ("disabled", "inactive")
+        rec = record(lab14)
+        assert rec and rec[0]["name"] == "pdlab-echo.socket" and rec[0]["enabled"] == "enabled", rec
+        restore(lab14)
+        assert unit(lab14, "pdlab-echo.socket") == ("enabled", "active")
+        assert record(lab14) is None
+    finally:
+        with open(vars_file, "w") as f:
+            f.write("---\nvllm_pd_stop_services: [grafana-server.service]\n")
+        lab14.ssh(P, "systemctl disable --now pdlab-echo.socket; rm -f " + " ".join(SOCKET_UNITS)
+                  + "; systemctl daemon-reload", check=False)
+
+
 def test_disabled_but_running_holder_comes_back_running_and_still_disabled(lab14):
     lab14.fixtures(P, ["conflict_service"])
     lab14.ssh(P, "systemctl disable grafana-server.service && systemctl start grafana-server.service")
