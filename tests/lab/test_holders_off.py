@@ -4,7 +4,8 @@ vllm_pd_stop_services is also disabled, recorded with its state before, and
 
 Cluster lab14 of lab/gen-inventory (hosts pd-p14, pd-d14), so the default lab is left alone. The conflicting
 service is lab/fixtures.yml conflict_service: a real grafana-server.service on P holding port 28005 of the
-group. Its containers are removed at the end.
+group; a socket unit systemd itself listens on is the second holder. Its containers are removed at the end.
+The container holder (restart policy) is test_holders_off_container.py.
 """
 import json
 import subprocess
@@ -121,3 +122,4 @@ def test_disabled_but_running_holder_comes_back_running_and_still_disabled(lab14
     restore(lab14)
     assert unit(lab14, "grafana-server.service") == ("disabled", "active")
     lab14.fixtures(P, state="absent")
+
