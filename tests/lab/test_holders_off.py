@@ -122,4 +122,3 @@ def test_disabled_but_running_holder_comes_back_running_and_still_disabled(lab14
     restore(lab14)
     assert unit(lab14, "grafana-server.service") == ("disabled", "active")
     lab14.fixtures(P, state="absent")
-
