@@ -13,6 +13,7 @@ import time
 import pytest
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import sock_diag
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import build_holders, plan_stops
 from ansible_collections.vllm_pd.ascend.plugins.modules import kv_port_group as M
 
 HOST = '127.0.0.2'
@@ -54,8 +55,18 @@ def fake_systemctl(monkeypatch):
 
     def unit_show(self, unit):
         return state['show'].get(unit, dict(LoadState='not-found', ActiveState='inactive'))
+
+    def unit_state(self, unit):
+        # the state read before a stop (holders_off): a disabled unit, so nothing gets disabled here
+        return dict(Id=unit, LoadState='loaded', ActiveState='active', UnitFileState='disabled')
+
+    def disable_unit(self, unit, extra=()):
+        state['calls'].append('disable ' + unit)
+        return 0, ''
     monkeypatch.setattr(M.HostOps, 'stop_unit', stop_unit)
     monkeypatch.setattr(M.HostOps, 'unit_show', unit_show)
+    monkeypatch.setattr(M.HostOps, 'unit_state', unit_state)
+    monkeypatch.setattr(M.HostOps, 'disable_unit', disable_unit)
     return state
 
 
@@ -192,7 +203,8 @@ def test_free_real_stop_path_uses_systemctl_argv_and_waits(run_module, monkeypat
     t0 = time.time()
     failed, res = run_module(M, args(ports, stop_services=['grafana-server.service'], timeout=1))
     assert failed and time.time() - t0 < 5
-    assert calls == [['/usr/bin/systemctl', 'stop', '--', 'grafana-server.service']]
+    # the state read before the stop (systemctl show, for the record of holders_off) changes nothing
+    assert [c for c in calls if c[1] != 'show'] == [['/usr/bin/systemctl', 'stop', '--', 'grafana-server.service']]
     assert 'still busy' in res['msg'] and str(ports[0]) in res['msg'] and holder.alive()
 
 
@@ -329,10 +341,10 @@ def test_free_holder_in_the_modules_own_container_gets_no_container_hint(tmp_pat
         (root / pid / 'cgroup').write_text('9:name=systemd:%s\n0::/\n' % cg)
     ops = M.HostOps(None, proc_root=str(root))
     ops.container_inspect = lambda engine, ref: None     # no podman here: the name stays unknown
-    hs = M.build_holders([dict(port=28003, address='0.0.0.0', family='tcp', state='LISTEN', inode=9, remote_address='',
-                               remote_port=0)], {9: [700]}, ops.process_info)
+    hs = build_holders([dict(port=28003, address='0.0.0.0', family='tcp', state='LISTEN', inode=9, remote_address='',
+                             remote_port=0)], {9: [700]}, ops.process_info)
     assert hs[0]['container'] is None and hs[0]['unit'] == 'grafana-server.service'
-    msg = M.plan_stops(hs, [])[1][0]['msg']
+    msg = plan_stops(hs, [])[1][0]['msg']
     assert 'container' not in msg and 'add grafana-server.service to vllm_pd_stop_services' in msg
     assert ops.process_info(701)['container'] == 'c' * 64
 
@@ -522,7 +534,7 @@ CID = 'c' * 64
 @pytest.fixture
 def fake_containers(monkeypatch):
     """Processes that play container processes, and a fake podman/docker (inspect, stop)."""
-    state = dict(members={}, known={}, stops=[], children={})
+    state = dict(members={}, known={}, stops=[], children={}, policy={}, updates=[])
     orig = M.HostOps.process_info
 
     def process_info(self, pid):
@@ -540,9 +552,18 @@ def fake_containers(monkeypatch):
         state['stops'].append((engine, name))
         state['children'][name].stop()
         return 0, ''
+
+    def container_restart_policy(self, engine, name):
+        return state['policy'].get(name, 'no')
+
+    def set_container_restart(self, engine, name, policy):
+        state['updates'].append((engine, name, policy))
+        return 0, ''
     monkeypatch.setattr(M.HostOps, 'process_info', process_info)
     monkeypatch.setattr(M.HostOps, 'container_inspect', container_inspect)
     monkeypatch.setattr(M.HostOps, 'stop_container', stop_container)
+    monkeypatch.setattr(M.HostOps, 'container_restart_policy', container_restart_policy)
+    monkeypatch.setattr(M.HostOps, 'set_container_restart', set_container_restart)
     return state
 
 
