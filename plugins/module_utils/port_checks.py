@@ -134,11 +134,39 @@ def stop_target(h, units, containers):
     """What stopping frees holder h: its unit if allowed, else 'container:NAME' if its container is
     allowed and podman/docker can stop it, else None."""
     unit = h.get('unit')
-    if unit and unit in units:
+    # a socket systemd listens on is stopped through its .socket unit, allowed by name or by the unit it starts
+    if unit and (unit in units or set(h.get('activates') or []) & set(units)):
         return unit
     if container_matches(h, containers) and h.get('container_runtime') in STOPPABLE_RUNTIMES:
         return CONTAINER_PREFIX + container_label(h)
     return None
+
+
+def blocker_fix(hs):
+    """The fix for holders hs of one process/unit that may not be stopped (first one decides)."""
+    first = hs[0]
+    unit = first.get('unit')
+    if first.get('state') == 'BOUND':
+        return 'stop the process that bound it, or pick another kv_port'
+    if first.get('pid') is None:
+        return 'find the owner with root privileges (the module must run with become) or pick another kv_port'
+    if first.get('container') and first.get('container_runtime') in STOPPABLE_RUNTIMES:
+        name = container_label(first)
+        return ('container %s is not allowed to be stopped: add container:%s to vllm_pd_stop_services (module '
+                'option stop_services) so the preflight stops it (%s stop %s), or stop it yourself, or pick '
+                'another kv_port' % (name, name, first['container_runtime'], name))
+    if first.get('container'):
+        return ('stop the %s container %s with the tool that manages it, or pick another kv_port' % (
+            first.get('container_runtime') or 'unknown', container_label(first)))
+    if unit and _is_service_unit(unit):
+        return ('add %s to vllm_pd_stop_services (module option stop_services) so the preflight stops it, '
+                'or stop it yourself (systemctl stop %s), or pick another kv_port' % (unit, unit))
+    fix = ('pid %d belongs to no systemd service (%s) and is never killed by this module: stop it yourself '
+           '(kill %d) or pick another kv_port' % (first['pid'], unit or 'no unit', first['pid']))
+    if any(x['state'] != 'LISTEN' for x in hs):
+        fix += ('; an outbound connection took the port from the ephemeral range: reserve the group '
+                'in net.ipv4.ip_local_reserved_ports')
+    return fix
 
 
 def plan_stops(busy, stop_services):
@@ -162,31 +190,10 @@ def plan_stops(busy, stop_services):
     findings = []
     for (_pid, unit, _inode), hs in sorted(blockers.items(), key=lambda kv: min(x['port'] for x in kv[1])):
         ports = sorted(set(x['port'] for x in hs))
-        first = hs[0]
         where = '; '.join(describe_holder(x) for x in hs[:4])
         if len(hs) > 4:
             where += '; and %d more socket(s)' % (len(hs) - 4)
-        if first.get('state') == 'BOUND':
-            fix = 'stop the process that bound it, or pick another kv_port'
-        elif first.get('pid') is None:
-            fix = 'find the owner with root privileges (the module must run with become) or pick another kv_port'
-        elif first.get('container') and first.get('container_runtime') in STOPPABLE_RUNTIMES:
-            name = container_label(first)
-            fix = ('container %s is not allowed to be stopped: add container:%s to vllm_pd_stop_services (module '
-                   'option stop_services) so the preflight stops it (%s stop %s), or stop it yourself, or pick '
-                   'another kv_port' % (name, name, first['container_runtime'], name))
-        elif first.get('container'):
-            fix = ('stop the %s container %s with the tool that manages it, or pick another kv_port' % (
-                first.get('container_runtime') or 'unknown', container_label(first)))
-        elif unit and _is_service_unit(unit):
-            fix = ('add %s to vllm_pd_stop_services (module option stop_services) so the preflight stops it, '
-                   'or stop it yourself (systemctl stop %s), or pick another kv_port' % (unit, unit))
-        else:
-            fix = ('pid %d belongs to no systemd service (%s) and is never killed by this module: stop it yourself '
-                   '(kill %d) or pick another kv_port' % (first['pid'], unit or 'no unit', first['pid']))
-            if any(x['state'] != 'LISTEN' for x in hs):
-                fix += ('; an outbound connection took the port from the ephemeral range: reserve the group '
-                        'in net.ipv4.ip_local_reserved_ports')
+        fix = blocker_fix(hs)
         findings.append(dict(check='PortBusy', ports=ports, holders=hs,
                              msg='port(s) %s busy: %s; fix: %s' % (','.join(str(p) for p in ports), where, fix)))
     return sorted(to_stop), findings
