@@ -30,21 +30,26 @@ import socket
 import subprocess
 import time
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import owners as owners_mod
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import build_holders, container_label
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
-    format_port_list, merge_ranges, port_group, ports_to_ranges, range_findings, read_sysctl_ranges, span,
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host_ops import HostOps
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.params import ParamError
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import container_label, split_holders
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_free import (
+    bound_holders, check_free, owner_predicate, snapshot,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.sock_diag import read_tcp_table
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.sockets import classify, format_endpoint, normalize_ip
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import (
+    format_port_list, merge_ranges, port_group, ports_to_ranges, range_findings, span,
+)
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.sockets import normalize_ip
 
 PREFIX = 'vllm-pd start guard'
 EXIT_REFUSED = 1
 EXIT_CONFIG = 2
 DEFAULT_ADDRESS_WAIT = 60
 POLL = 0.5
-# the files the guard needs on the host, copied by roles/engine/tasks/guard.yml
-MODULE_UTILS = ('start_guard.py', 'port_group.py', 'port_checks.py', 'sockets.py', 'sock_diag.py', 'owners.py')
+# the files the guard needs on the host, copied by roles/engine/tasks/guard.yml (a unit test checks
+# that every module_utils import among them is listed)
+MODULE_UTILS = ('start_guard.py', 'port_free.py', 'host_ops.py', 'params.py', 'port_checks.py', 'port_group.py',
+                'sockets.py', 'sock_diag.py', 'owners.py')
 
 
 class ConfigError(ValueError):
@@ -66,12 +71,15 @@ def parse_config(data):
         raise ConfigError('"address_wait" must be a number of seconds')
     if not 0 <= cfg['address_wait'] <= 3600:
         raise ConfigError('"address_wait" must be 0 to 3600 seconds')
+    cfg['container_engine'] = data.get('container_engine') or None
+    cfg['npu_count'] = data.get('npu_count')
     group = data.get('group')
     if group:
         try:
-            cfg['group'] = port_group(int(group['kv_port']), int(group.get('tp_size', 1)), int(group.get('pp_size', 1)),
-                                      int(group.get('pcp_size', 1)), int(group.get('dp_rank_start', 0)),
-                                      int(group.get('dp_size_local', 1)))
+            cfg['group_args'] = dict((k, int(group.get(k, d))) for k, d in (
+                ('kv_port', None), ('tp_size', 1), ('pp_size', 1), ('pcp_size', 1), ('dp_rank_start', 0),
+                ('dp_size_local', 1)))
+            cfg['group'] = port_group(**cfg['group_args'])
         except (KeyError, TypeError, ValueError) as e:
             raise ConfigError('"group" is not a valid port group: %s' % e)
     for item in data.get('ports') or []:
@@ -112,143 +120,112 @@ def wait_for_address(host_ip, wait, check=address_error, sleep=time.sleep, now=t
         sleep(min(POLL, max(0.0, wait - waited)))
 
 
-def bind_in_use(host_ip, port):
-    """True when bind(HOST_IP, PORT) with SO_REUSEADDR (as ZeroMQ does) fails with EADDRINUSE."""
-    s = socket.socket(socket.AF_INET6 if ':' in host_ip else socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((host_ip, port))
-    except socket.error as e:
-        return getattr(e, 'errno', None) == errno.EADDRINUSE
-    finally:
-        s.close()
-    return False
-
-
-class HostView(object):
-    """What the guard reads from the host (tests replace it)."""
-
-    proc_root = '/proc'
-
-    def sockets(self, ports):
-        return read_tcp_table(self.proc_root, ports=ports)[0]
-
-    def owners(self, inodes):
-        return owners_mod.socket_owners(self.proc_root, inodes)
-
-    def process_info(self, pid):
-        return owners_mod.process_info(pid, self.proc_root, owners_mod.own_containers(self.proc_root))
-
-    def container_name(self, runtime, cid):
-        name = owners_mod.resolve_container_name(dict(runtime=runtime, id=cid))
-        if name or runtime != 'podman':
-            return name
-        try:
-            out = subprocess.run(['podman', 'container', 'inspect', '--format', '{{.Name}}', cid],
-                                 capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout.strip() or None if out.returncode == 0 else None
-
-    def bind_in_use(self, host_ip, port):
-        return bind_in_use(host_ip, port)
-
-    def sysctl_ranges(self):
-        return read_sysctl_ranges(self.proc_root)
-
-    def write_reserved(self, value):
-        with open(os.path.join(self.proc_root, 'sys/net/ipv4/ip_local_reserved_ports'), 'w') as f:
-            f.write(value + '\n')
+class GuardOps(HostOps):
+    """HostOps outside Ansible (commands through subprocess), plus the addresses for a refusal line."""
 
     def host_addresses(self):
-        try:
-            out = subprocess.run(['ip', '-o', 'addr', 'show'], capture_output=True, text=True, timeout=5, check=False)
-        except (OSError, subprocess.SubprocessError):
+        rc, out, _err = self.run(['ip', '-o', 'addr', 'show'])
+        if rc != 0:
             return ''
-        return ', '.join('%s=%s' % (f[1], f[3]) for f in (line.split() for line in out.stdout.splitlines())
+        return ', '.join('%s=%s' % (f[1], f[3]) for f in (line.split() for line in out.splitlines())
                          if len(f) > 3 and f[2] in ('inet', 'inet6') and f[1] != 'lo')
 
 
-def foreign_holders(view, cfg, host_ip, ports):
-    """Holders that would block the start: sockets that block a bind on HOST_IP, minus this unit's own
-    (its cgroup) and its container's; plus ports bound without a socket-table entry (bind probe)."""
-    blocking, _misleading = classify(view.sockets(ports), ports, host_ip)
-    holders = []
-    if blocking:
-        owners = view.owners([s['inode'] for s in blocking])
-
-        def info(pid):
-            i = dict(view.process_info(pid))
-            if i.get('container'):
-                i['container_name'] = view.container_name(i.get('container_runtime'), i['container'])
-            return i
-        for h in build_holders(blocking, owners, info):
-            if h.get('unit') == cfg['unit']:
-                continue
-            if cfg['container'] and h.get('container') and container_label(h) == cfg['container']:
-                continue
-            holders.append(h)
-    seen = set(s['port'] for s in blocking)
-    for port in ports:
-        if port not in seen and view.bind_in_use(host_ip, port):
-            holders.append(dict(port=port, address=host_ip, endpoint=format_endpoint(host_ip, port), state='BOUND',
-                                pid=None, pids=[], unit=None, container=None, process=None))
-    return holders
+def extra_port_holders(ops, cfg, host_ip, ports):
+    """Holders of the API/proxy ports that are not this unit's or its container's: the free check's
+    snapshot, bind probe and owner rules (port_free), applied to these ports."""
+    busy, _misleading = snapshot(ops, ports, host_ip)
+    busy.extend(bound_holders(ops, ports, host_ip, busy))
+    is_owner = owner_predicate(ops, dict(owner_unit=cfg['unit'], owner_pid=None, owner_container=cfg['container'],
+                                         container_engine=cfg['container_engine'])) if busy else None
+    return split_holders(busy, is_owner)[1]
 
 
-def _who(h):
-    if h.get('state') == 'BOUND':
+def holder_entry(h):
+    """A holder record (port_free snapshot) as the guard reports it."""
+    return dict(port=h['port'], pid=h.get('pid'), process=h.get('process'), unit=h.get('unit'),
+                container=container_label(h) if h.get('container') else None, state=h.get('state'),
+                remote=h.get('remote'), inode=h.get('inode'), fix=None)
+
+
+def finding_entry(f):
+    """A PortBusy finding of check_free (one blocking socket) as the guard reports it."""
+    bound = f.get('pid') is None and 'bound but not listening' in f.get('msg', '')
+    return dict(port=f['port'], pid=f.get('pid'), process=None, unit=f.get('unit'), container=f.get('container'),
+                state='BOUND' if bound else None, remote=None, inode=None, fix=f.get('fix'))
+
+
+def _who(e):
+    if e['state'] == 'BOUND':
         return 'a socket bound but not listening (not in the socket table; find it with ss -tanpB)'
-    if h.get('pid') is None:
-        return 'a socket whose owner is not visible (inode %s)' % h.get('inode')
-    who = 'pid %d (%s)' % (h['pid'], h.get('process') or '?')
-    who += ' unit %s' % h['unit'] if h.get('unit') else ' (no unit)'
-    if h.get('container'):
-        who += ' container %s' % container_label(h)
-    if h.get('state') != 'LISTEN':
-        who += ' (%s connection to %s)' % (h.get('state'), h.get('remote'))
+    if e['pid'] is None:
+        return 'a socket whose owner is not visible (inode %s)' % e.get('inode')
+    who = 'pid %d' % e['pid'] + (' (%s)' % e['process'] if e.get('process') else '')
+    who += ' unit %s' % e['unit'] if e.get('unit') else ' (no unit)'
+    if e.get('container'):
+        who += ' container %s' % e['container']
+    if e['state'] not in (None, 'LISTEN'):
+        who += ' (%s connection to %s)' % (e['state'], e.get('remote'))
     return who
 
 
-def _fix(h):
-    unit = h.get('unit') or ''
-    if h.get('container') and h.get('container_runtime') in ('podman', 'docker'):
-        name = container_label(h)
-        return ('%s stop %s and keep it from starting again (restart policy), or add container:%s to '
-                'vllm_pd_stop_services and run deploy_pd.yml' % (h['container_runtime'], name, name))
-    if unit.endswith('.service') or (unit.endswith('.socket')):
-        return ('systemctl disable --now %s (it starts at boot), or add %s to vllm_pd_stop_services and run '
-                'deploy_pd.yml' % (unit, unit))
-    if h.get('state') not in (None, 'LISTEN', 'BOUND'):
+def _fix(e):
+    unit = e.get('unit') or ''
+    if e.get('container'):
+        return ('stop container %s and keep it from starting again (its restart policy), or add container:%s to '
+                'vllm_pd_stop_services and run deploy_pd.yml' % (e['container'], e['container']))
+    if unit.endswith(('.service', '.socket')):
+        return ('systemctl disable --now %s (or it starts again at boot), or add %s to vllm_pd_stop_services and '
+                'run deploy_pd.yml' % (unit, unit))
+    if e['state'] not in (None, 'LISTEN', 'BOUND'):
         return ('an outbound connection took the port from the ephemeral range: reserve the group in '
                 'net.ipv4.ip_local_reserved_ports')
-    if h.get('pid'):
-        return 'stop pid %d yourself (the guard kills nothing), or pick another kv_port' % h['pid']
-    return 'stop the process that bound it, or pick another kv_port'
+    if e['pid']:
+        return 'stop pid %d yourself (kill %d; the guard kills nothing), or pick another kv_port' % (e['pid'], e['pid'])
+    return e.get('fix') or 'stop the process that bound it, or pick another kv_port'
 
 
-def busy_line(cfg, host_ip, holders, what_of):
-    """The refusal line for busy ports: one clause per holder (pid/unit/container), its ports and its fix."""
+def busy_clauses(host_ip, entries, what_of):
+    """One clause per holder (pid/unit/container): its ports, who it is and the fix."""
     groups = []
-    for h in holders:
-        key = (h.get('pid'), h.get('unit'), h.get('state') == 'BOUND' and h['port'])
+    for e in entries:
+        key = (e['pid'], e['unit'], e['container'], e['state'] == 'BOUND' and e['port'])
         for g in groups:
             if g[0] == key:
-                g[1].append(h)
+                g[1].append(e)
                 break
         else:
-            groups.append((key, [h]))
+            groups.append((key, [e]))
     clauses = []
-    for _key, hs in groups:
-        ports = sorted(set(x['port'] for x in hs))
+    for _key, es in groups:
+        ports = sorted(set(x['port'] for x in es))
         whats = sorted(set(what_of(p) for p in ports))
-        clauses.append('%s %s on %s held by %s; fix: %s' % (
-            'port' if len(ports) == 1 else 'ports', span(ports) + ' (%s)' % ', '.join(whats), host_ip,
-            _who(hs[0]), _fix(hs[0])))
+        clauses.append('%s %s (%s) on %s held by %s; fix: %s' % (
+            'port' if len(ports) == 1 else 'ports', span(ports), ', '.join(whats), host_ip, _who(es[0]), _fix(es[0])))
+    return clauses
+
+
+def refused(cfg, clauses):
     return '%s: refused to start %s: %s; nothing was stopped' % (PREFIX, cfg['unit'], ' | '.join(clauses))
 
 
-def run(cfg, env, view, log, wait=wait_for_address):
+def reserve_again(cfg, ops):
+    """Re-reserve group ports in the ephemeral range (the runtime sysctl is lost at reboot) when the
+    deployment reserved them (vllm_pd_reserve_ephemeral); a clause when that fails, else None."""
+    ephemeral, reserved = ops.sysctl_ranges()
+    hit = range_findings(cfg['group'], [], ephemeral, reserved)
+    if not hit:
+        return None
+    wanted = format_port_list(merge_ranges(list(reserved) + ports_to_ranges(hit[0]['ports'])))
+    try:
+        ops.write_reserved(wanted)
+    except (IOError, OSError) as e:
+        return ('cannot reserve %s in net.ipv4.ip_local_reserved_ports (%s); fix: add "net.ipv4.ip_local_reserved_ports '
+                '= %s" to /etc/sysctl.d and run sysctl --system' % (span(hit[0]['ports']), e, wanted))
+    return None
+
+
+def run(cfg, env, ops, log, wait=wait_for_address):
     """The guard itself: returns the exit status; log(line) writes one journal line."""
     host_ip = env.get('VLLM_HOST_IP') or cfg['host_ip']
     if not host_ip:
@@ -258,41 +235,48 @@ def run(cfg, env, view, log, wait=wait_for_address):
     host_ip = normalize_ip(host_ip)
     err, waited = wait(host_ip, cfg['address_wait'])
     if err is not None:
-        log('%s: refused to start %s: VLLM_HOST_IP %s is not an address of this host after waiting %.0f s (%s; '
-            'the host has: %s); fix: bring up the data NIC with that address, or set vllm_pd_host_ip / '
-            'vllm_pd_network to the data address and run deploy_pd.yml; nothing was stopped' % (
-                PREFIX, cfg['unit'], host_ip, waited, err, view.host_addresses() or 'no other address'))
+        log(refused(cfg, ['VLLM_HOST_IP %s is not an address of this host after waiting %.0f s (%s; the host has: '
+                          '%s); fix: bring up the data NIC with that address, or set vllm_pd_host_ip / vllm_pd_network '
+                          'to the data address and run deploy_pd.yml' % (
+                              host_ip, waited, err, ops.host_addresses() or 'no other address')]))
         return EXIT_REFUSED
     if waited >= POLL:
         log('%s: %s waited %.1f s for VLLM_HOST_IP %s to appear on this host' % (PREFIX, cfg['unit'], waited, host_ip))
-    group = cfg['group']
-    if group:
-        ephemeral, reserved = view.sysctl_ranges()
-        hit = range_findings(group, [], ephemeral, reserved)
-        if hit:
-            wanted = format_port_list(merge_ranges(list(reserved) + ports_to_ranges(hit[0]['ports'])))
-            if not cfg['reserve_ephemeral']:
-                log('%s: refused to start %s: %s; nothing was stopped' % (PREFIX, cfg['unit'], hit[0]['msg']))
-                return EXIT_REFUSED
-            try:
-                view.write_reserved(wanted)
-            except (IOError, OSError) as e:
-                log('%s: refused to start %s: cannot reserve %s in net.ipv4.ip_local_reserved_ports (%s); fix: add '
-                    '"net.ipv4.ip_local_reserved_ports = %s" to /etc/sysctl.d and run sysctl --system' % (
-                        PREFIX, cfg['unit'], span(hit[0]['ports']), e, wanted))
-                return EXIT_REFUSED
-    whats = dict((p, 'kv_port group') for p in group)
+    whats = dict((p, 'kv_port group') for p in cfg['group'])
+    extra = [p for p, _w in cfg['ports'] if p not in whats]
     for port, what in cfg['ports']:
         whats.setdefault(port, what)
-    ports = sorted(whats)
-    holders = foreign_holders(view, cfg, host_ip, ports)
-    if holders:
-        log(busy_line(cfg, host_ip, holders, lambda p: whats[p]))
+    clauses, entries = [], []
+    if cfg['group']:
+        if cfg['reserve_ephemeral']:
+            failed = reserve_again(cfg, ops)
+            if failed:
+                log(refused(cfg, [failed]))
+                return EXIT_REFUSED
+        g = cfg['group_args']
+        try:
+            res = check_free(g['kv_port'], g['tp_size'], g['dp_rank_start'], g['dp_size_local'], host_ip=host_ip,
+                             npu_count=cfg['npu_count'], owner_unit=cfg['unit'], owner_container=cfg['container'],
+                             container_engine=cfg['container_engine'], pp_size=g['pp_size'], pcp_size=g['pcp_size'],
+                             extra_reserved=[str(p) for p in extra], ops=ops)
+        except ParamError as e:
+            log('%s: refused to start %s: %s; fix: run deploy_pd.yml again' % (PREFIX, cfg['unit'], e))
+            return EXIT_CONFIG
+        for f in res['findings']:
+            if f['check'] == 'PortBusy':
+                entries.append(finding_entry(f))
+            else:
+                clauses.append('[%s] %s' % (f['check'], f['msg']))
+    if extra:
+        entries.extend(holder_entry(h) for h in extra_port_holders(ops, cfg, host_ip, sorted(extra)))
+    clauses = busy_clauses(host_ip, entries, lambda p: whats[p]) + clauses
+    if clauses:
+        log(refused(cfg, clauses))
         return EXIT_REFUSED
     return 0
 
 
-def main(argv, env=None, view=None, log=None, stream=None):
+def main(argv, env=None, ops=None, log=None, stream=None):
     """start-guard CONFIG.json: exit 0 to let systemd start the unit, 1 when refused, 2 on a bad configuration."""
     import sys
     env = os.environ if env is None else env
@@ -312,4 +296,4 @@ def main(argv, env=None, view=None, log=None, stream=None):
         log('%s: refused to start: cannot use %s (%s); fix: run deploy_pd.yml again to rewrite it' % (
             PREFIX, argv[0], e))
         return EXIT_CONFIG
-    return run(cfg, env, view or HostView(), log)
+    return run(cfg, env, ops or GuardOps(), log)

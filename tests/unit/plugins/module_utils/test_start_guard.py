@@ -14,37 +14,45 @@ import sys
 
 import pytest
 
-from conftest import COLLECTIONS_ROOT, REPO_ROOT
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import start_guard as G
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import parse_port_list
 
 HOST = '127.0.0.2'
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+# <root>/ansible_collections/vllm_pd/ascend/plugins/module_utils/start_guard.py (the path the tests import from)
+COLLECTIONS_ROOT = os.path.abspath(os.path.join(os.path.dirname(G.__file__), *['..'] * 5))
 SCRIPT = os.path.join(REPO_ROOT, 'roles', 'engine', 'files', 'start-guard')
 
 
 def cfg_for(ports, **kw):
-    data = dict(unit='vllm-pd-prefill.service', host_ip=HOST, address_wait=0,
+    data = dict(unit='vllm-pd-prefill.service', host_ip=HOST, address_wait=0, npu_count=8,
                 group=dict(kv_port=ports[0], tp_size=len(ports) - 1), ports=[dict(port=ports[-1], what='API')])
     data.update(kw)
     return G.parse_config(data)
 
 
-class View(G.HostView):
-    """The real host view, with the sysctl and unit lookups under the test's control."""
+class View(G.GuardOps):
+    """The real host reads (sockets, /proc), with units, systemctl and the sysctl under the test's control."""
 
     def __init__(self, units=None, ephemeral=(60000, 60999), reserved=()):
+        G.GuardOps.__init__(self)
         self.units, self.ranges, self.written = units or {}, (ephemeral, list(reserved)), []
 
     def process_info(self, pid):
-        info = dict(G.HostView.process_info(self, pid))
+        info = dict(G.GuardOps.process_info(self, pid))
         if pid in self.units:
             info['unit'] = self.units[pid]
         return info
+
+    def unit_show(self, unit):
+        return dict(LoadState='loaded', ActiveState='activating', MainPID='0')
 
     def sysctl_ranges(self):
         return self.ranges
 
     def write_reserved(self, value):
         self.written.append(value)
+        self.ranges = (self.ranges[0], parse_port_list(value))
 
 
 def guard(cfg, view, env=None):
@@ -186,7 +194,7 @@ def test_the_installed_script_runs_the_collection_code(tmp_path, free_group, spa
     ports = free_group(5)
     lis = spawn_listener(HOST, [ports[0]])
     path = tmp_path / 'prefill.guard.json'
-    path.write_text(json.dumps(dict(unit='vllm-pd-prefill.service', host_ip=HOST, address_wait=0,
+    path.write_text(json.dumps(dict(unit='vllm-pd-prefill.service', host_ip=HOST, address_wait=0, npu_count=8,
                                     group=dict(kv_port=ports[0], tp_size=4))))
     env = dict(os.environ, PYTHONPATH=COLLECTIONS_ROOT)
     r = subprocess.run([sys.executable, SCRIPT, str(path)], capture_output=True, text=True, env=env, check=False)
