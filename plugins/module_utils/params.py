@@ -115,7 +115,8 @@ def group_end(kv_port, width, dp_rank_start, dp_size_local):
     return kv_port + (dp_rank_start + dp_size_local) * width - 1
 
 
-def group_sizes(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_size_local=1, prefix=''):
+def group_sizes(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_size_local=1, prefix='',
+                dp_size_name='dp_size_local'):
     """Checks the inputs of port_group; the whole group must lie in 1..65535. Returns nothing."""
     kv_port = port(prefix + 'kv_port', kv_port)
     width = 1
@@ -123,9 +124,11 @@ def group_sizes(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_s
         width *= as_int(prefix + key, value, 1, MAX_PORT, 'invalid parallel sizes: %s must be >= 1 (and the whole '
                         'group must end at or below port 65535)' % key)
     dp_rank_start = as_int(prefix + 'dp_rank_start', dp_rank_start, 0, MAX_PORT,
-                           'invalid parallel sizes: dp_rank_start must be >= 0')
-    dp_size_local = as_int(prefix + 'dp_size_local', dp_size_local, 1, MAX_PORT,
-                           'invalid parallel sizes: dp_size_local must be >= 1')
+                           'invalid parallel sizes: dp_rank_start must be >= 0 (and the group must end at or '
+                           'below port 65535)')
+    dp_size_local = as_int(prefix + dp_size_name, dp_size_local, 1, MAX_PORT,
+                           'invalid parallel sizes: %s must be >= 1 (and the group must end at or below port '
+                           '65535)' % dp_size_name)
     end = group_end(kv_port, width, dp_rank_start, dp_size_local)
     if end > MAX_PORT:
         best = MAX_PORT - (end - kv_port)

@@ -11,7 +11,8 @@ unix socket (/proc/net/unix).  Matches are never followed through symlinks.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import glob
+import errno
+import fnmatch
 import os
 import re
 import stat
@@ -21,6 +22,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.owners import (
 )
 
 DEFAULT_PATTERNS = ['/tmp/mooncake*', '/tmp/transfer_engine*', '/dev/shm/*mooncake*', '/dev/shm/*ascend*']
+# the only directories (and their subdirectories) a pattern may clear: scratch space, never /etc or /var/lib
+ALLOWED_DIRS = ('/tmp', '/var/tmp', '/dev/shm')
+_DIR_FLAGS = os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0) | getattr(os, 'O_NOFOLLOW', 0)
 _GLOB_CHARS = re.compile(r'[*?\[]')
 DELETED = ' (deleted)'
 
@@ -42,18 +46,95 @@ def pattern_base(pattern):
                          % (pattern, parent or '/'))
     if parent in ('', '/'):
         raise ValueError('pattern %r would match in /' % pattern)
-    return os.path.normpath(parent)
+    if any(part in ('.', '..') for part in parent.split('/')):
+        raise ValueError('pattern %r has a "." or ".." directory component; write the directory plainly' % pattern)
+    base = os.path.normpath(parent)
+    if not any(base == d or base.startswith(d + '/') for d in ALLOWED_DIRS):
+        raise ValueError('pattern %r is outside the directories stale Mooncake/Ascend files live in (%s); only '
+                         'patterns there are cleared' % (pattern, ', '.join(ALLOWED_DIRS)))
+    return base
+
+
+def open_dir(path):
+    """fd of directory path, opened one component at a time from / with O_NOFOLLOW: a symlink at any level
+    raises OSError (ELOOP or ENOTDIR) instead of being followed."""
+    fd = os.open('/', _DIR_FLAGS)
+    try:
+        for part in [p for p in path.split('/') if p]:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def symlinked_part(path):
+    """The first component of path that is a symlink (or not a directory), or None; a missing part is None."""
+    cur = ''
+    for part in [p for p in path.split('/') if p]:
+        cur += '/' + part
+        try:
+            st = os.lstat(cur)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return cur
+    return None
 
 
 def expand(pattern):
-    """Entries of the pattern's directory that match (lexists; symlinks not followed)."""
+    """Entries of the pattern's directory that match, read through a no-follow directory fd (a matching
+    symlink is returned itself; a symlinked directory part raises ValueError)."""
     base = pattern_base(pattern)
-    out = []
-    for m in sorted(glob.glob(pattern)):
-        if os.path.dirname(m) != base or not os.path.lexists(m):
-            continue
-        out.append(m)
-    return out
+    name = os.path.basename(pattern.rstrip('/'))
+    bad = symlinked_part(base)
+    if bad:
+        raise ValueError('pattern %r goes through %s, which is a symlink or not a directory; stale files are '
+                         'only cleared in real directories' % (pattern, bad))
+    try:
+        fd = open_dir(base)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            return []
+        raise ValueError('pattern %r: cannot open %s without following a symlink (%s)' % (pattern, base, e))
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
+    # like glob: a leading dot is matched only by a pattern that starts with one
+    return ['%s/%s' % (base, n) for n in sorted(names)
+            if fnmatch.fnmatchcase(n, name) and (not n.startswith('.') or name.startswith('.'))]
+
+
+def _remove_tree_at(dir_fd, name):
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        for child in os.listdir(fd):
+            st = os.stat(child, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                _remove_tree_at(fd, child)
+            else:
+                os.unlink(child, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
+
+
+def remove_entry(path):
+    """Remove path (a file, a symlink itself, or a directory tree) through no-follow directory fds only:
+    neither its directory nor anything inside it is reached through a symlink."""
+    base, name = os.path.split(path)
+    fd = open_dir(base)
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            _remove_tree_at(fd, name)
+        else:
+            os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def parse_maps_line(line):

@@ -16,6 +16,8 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import params as P
+
 ZMTP_SIGNATURE_LEN = 10
 
 
@@ -92,13 +94,29 @@ def _http_check(host, port, timeout):
     return None
 
 
+def bad_argument(host, port, timeout):
+    """Text naming the first bad argument of a probe (and the fix), or None."""
+    try:
+        P.port('port', port)
+        P.timeout('timeout', timeout)
+        P.ip_address('host', host, 'give the literal IP address of the peer')
+    except P.ParamError as e:
+        return str(e)
+    return None
+
+
 def probe(host, port, timeout=1.0, http_check=True):
-    """Probe one port. Returns {port, result, detail}.
+    """Probe one port. Returns {port, result, detail}; a bad argument is result 'error', never an exception.
 
     result: 'zmq' | 'refused' | 'timeout' | 'unreachable' | 'http' | 'silent'
             | 'closed' | 'other' | 'error'
     """
     res = dict(port=port, host=host)
+    bad = bad_argument(host, port, timeout)
+    if bad:
+        res.update(result='error', detail=bad)
+        return res
+    host = P.ip_address('host', host, '')
     try:
         sock = _connect(host, port, timeout)
     except socket.timeout:
@@ -140,7 +158,7 @@ def probe(host, port, timeout=1.0, http_check=True):
 
 def probe_many(host, ports, timeout=1.0, http_check=True, max_workers=64):
     """Probe ports in parallel; results in the order of ports."""
-    ports = list(ports)
+    ports = list(ports or [])
     if not ports:
         return []
     workers = max(1, min(max_workers, len(ports)))

@@ -20,11 +20,16 @@ description:
     it is in use. Kept entries are returned with the holder pid and process name.
   - Symlinks are never followed; a matching symlink is removed itself, not its target. Only the last
     component of a pattern may contain wildcards, so nothing outside the pattern's directory is touched.
+  - A pattern's directory must be C(/tmp), C(/var/tmp) or C(/dev/shm) or a directory below them, reached
+    without a symlink at any level (each directory is opened with C(O_NOFOLLOW) from C(/) down, and
+    removal works on those directory descriptors); any other pattern is refused.
 options:
   patterns:
     description:
       - Absolute glob patterns to clear. Only the last path component may contain wildcards, and it needs a
         literal part (V(/tmp/*) is refused).
+      - The directory part must lie in C(/tmp), C(/var/tmp) or C(/dev/shm) (V(/etc/passwd*) is refused) and
+        contain no symlink.
     type: list
     elements: str
     default: ['/tmp/mooncake*', '/tmp/transfer_engine*', '/dev/shm/*mooncake*', '/dev/shm/*ascend*']
@@ -94,26 +99,16 @@ kept_in_use:
     - {path: /dev/shm/ascend_hbm_0, in_use_path: /dev/shm/ascend_hbm_0, pid: 4711, pids: [4711], process: vllm}
 """
 
-import os
-import shutil
-import stat
+import errno
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.residue import (
-    DEFAULT_PATTERNS, pattern_base, plan,
+    DEFAULT_PATTERNS, pattern_base, plan, remove_entry,
 )
 
 PROC_ROOT = '/proc'
-
-
-def remove_entry(path):
-    st = os.lstat(path)
-    if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
 
 
 def main():
@@ -127,7 +122,10 @@ def main():
             pattern_base(pat)
         except ValueError as e:
             module.fail_json(msg='refusing pattern: %s' % to_native(e), **result)
-    removable, kept = plan(patterns, PROC_ROOT)
+    try:
+        removable, kept = plan(patterns, PROC_ROOT)
+    except ValueError as e:
+        module.fail_json(msg='refusing pattern: %s' % to_native(e), **result)
     result['kept_in_use'] = kept
     for k in kept:
         module.warn('kept %s: %s is in use by pid %d (%s)' % (k['path'], k['in_use_path'], k['pid'], k['process']))
@@ -144,9 +142,9 @@ def main():
     for path in removable:
         try:
             remove_entry(path)
-        except FileNotFoundError:
-            continue
         except (IOError, OSError) as e:
+            if e.errno == errno.ENOENT:
+                continue
             errors.append('%s: %s' % (path, to_native(e)))
             continue
         result['removed'].append(path)

@@ -250,6 +250,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_inspect impo
     PROC, Host, inspect_engine, inspect_peer, inspect_proxy,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_report import render_html, summary_lines
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import parse_port_list
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import probe_many
 
 
@@ -300,6 +301,62 @@ def run_diagnose(module):
                      html=render_html(clusters, findings, p['title']))
 
 
+def _given(value, default):
+    return default if value is None else value
+
+
+def validate(p):
+    """Every value the mode uses is checked first (raises params.ParamError naming it), so no read or
+    probe meets a port, timeout or address it cannot take."""
+    ipfix = 'give the literal IP address'
+    if p['mode'] == 'probe':
+        P.timeout('probe_timeout', p['probe_timeout'])
+        for i, t in enumerate(p['targets']):
+            if not isinstance(t, dict):
+                raise P.ParamError('targets[%d]' % i, t, 'each target is a dict {host, address, ports}')
+            if t.get('address'):
+                P.ip_address('targets[%d].address' % i, t['address'], ipfix)
+            ports = t.get('ports') or []
+            if not isinstance(ports, list):
+                raise P.ParamError('targets[%d].ports' % i, ports, 'give a list of ports')
+            for j, port in enumerate(ports):
+                P.port('targets[%d].ports[%d]' % (i, j), port)
+        return
+    if p['mode'] != 'inspect':
+        return
+    P.as_int('log_lines', p['log_lines'], 1, 1000000)
+    if p['npu_count'] is not None:
+        P.as_int('npu_count', p['npu_count'], 1, 4096, 'an NPU count is >= 1 (leave it unset to count /dev/davinciN)')
+    if p['address']:
+        P.ip_address('address', p['address'], ipfix + ' the prefill engine binds (VLLM_HOST_IP)')
+    for item in p['extra_reserved']:
+        try:
+            ranges = parse_port_list(str(item))
+        except ValueError:
+            ranges = [(0, 0)]
+        if not ranges or any(lo < 1 or hi > P.MAX_PORT for lo, hi in ranges):
+            raise P.ParamError('extra_reserved', item, 'give a port (1-65535) or a range like 9000-9010')
+    for i, eng in enumerate(p['engines']):
+        pre = 'engines[%d].' % i
+        if eng.get('kv_port') is not None:
+            P.group_sizes(eng['kv_port'], _given(eng.get('tp_size'), 1), 1, 1, _given(eng.get('dp_rank_start'), 0),
+                          _given(eng.get('dp_size'), 1), prefix=pre, dp_size_name='dp_size')
+        if eng.get('api_port') is not None:
+            P.port(pre + 'api_port', eng['api_port'])
+    for i, peer in enumerate(p['peers']):
+        if not isinstance(peer, dict):
+            raise P.ParamError('peers[%d]' % i, peer, 'each peer is a dict {host, address}')
+        if peer.get('address'):
+            P.ip_address('peers[%d].address' % i, peer['address'], ipfix)
+    if p['proxy']:
+        if p['proxy'].get('port') is not None:
+            P.port('proxy.port', p['proxy']['port'])
+        if p['proxy'].get('unit') is not None:
+            P.unit_name('proxy.unit', p['proxy']['unit'])
+    for i, eng in enumerate(p['engines']):
+        P.unit_name('engines[%d].unit' % i, eng['unit'])
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -330,6 +387,10 @@ def main():
         supports_check_mode=True,
     )
     mode = module.params['mode']
+    try:
+        validate(module.params)
+    except P.ParamError as e:
+        module.fail_json(msg=str(e))
     if mode == 'inspect':
         if not module.params['address'] and any(e['kind'] == 'prefill' for e in module.params['engines']):
             module.fail_json(msg='mode=inspect of a prefill engine needs address (the inventory address)')
