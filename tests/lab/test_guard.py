@@ -8,6 +8,7 @@ a crash, and the reboot of P with Grafana allowed (last: it restarts the contain
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -19,10 +20,14 @@ from conftest import ROOT, Lab
 P, D = "pd-p9", "pd-d9"
 KV_PORT = 28002
 GROUP = range(KV_PORT, KV_PORT + 8)
+# not the session's `lab` fixture: that one brings up inventory/lab (lab1), which is not ours
+pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
-def g(lab, tmp_path_factory):
+def g(tmp_path_factory):
+    if shutil.which("podman") is None:
+        pytest.fail("podman is not installed: the lab needs it")
     inv = tmp_path_factory.mktemp("guard")
     subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "9", "--out", str(inv)],
                    check=True)
@@ -96,8 +101,9 @@ def test_unreachable_explicit_address_is_refused_before_any_start(g):
     assert m.groups()[:4] == (d_ip, "data0", mgmt, "mgmt0"), m.groups()
     assert float(m.group(6)) < 5
     for host in (P, D):
-        units = g.ssh(host, "systemctl list-units --plain --no-legend 'vllm-pd-*'").stdout
-        assert "active" not in units, f"{host}: {units}"
+        units = g.ssh(host, "systemctl list-units --plain --no-legend 'vllm-pd-prefill*' 'vllm-pd-decode*' "
+                            "'vllm-pd-proxy*'").stdout
+        assert " active " not in units, f"{host}: {units}"
 
 
 def test_deploy_installs_guarded_enabled_units(g):
