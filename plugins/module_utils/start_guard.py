@@ -5,8 +5,8 @@
 
 The engine and proxy roles copy this file and the module_utils it imports, unchanged, to
 /usr/local/lib/vllm-pd/ansible_collections/vllm_pd/ascend/plugins/module_utils/ on the host, and
-the unit runs ``ExecStartPre=/usr/local/libexec/vllm-pd/start-guard /etc/vllm-pd/NAME.guard.json``
-(roles/engine/files/start-guard calls main() here). Whatever starts the unit (boot, systemctl,
+the unit runs it as ``ExecStartPre=`` with /etc/vllm-pd/NAME.guard.json
+(``/usr/bin/python3 -I /usr/local/libexec/vllm-pd/start-guard``, roles/engine/files/start-guard, calls main()). Whatever starts the unit (boot, systemctl,
 Restart=) then goes through it:
 
 1. wait (bounded, ``address_wait`` seconds) until VLLM_HOST_IP can be bound on this host, so a
@@ -27,7 +27,6 @@ import errno
 import json
 import os
 import socket
-import subprocess
 import time
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host_ops import HostOps

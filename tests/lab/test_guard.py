@@ -50,7 +50,7 @@ def request(g, tries=1):
     script = (f"import urllib.request\nreq = urllib.request.Request({url!r}, data={body!r}.encode(), "
               f"headers={{'Content-Type': 'application/json'}})\n"
               f"assert b'text' in urllib.request.urlopen(req, timeout=30).read()\n")
-    for _ in range(tries):
+    for _attempt in range(tries):
         if g.ssh(P, "python3 -c " + shlex.quote(script), check=False).returncode == 0:
             return True
         time.sleep(2)
