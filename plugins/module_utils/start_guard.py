@@ -154,6 +154,21 @@ def finding_entry(f):
                 state='BOUND' if bound else None, remote=None, inode=None, fix=f.get('fix'))
 
 
+def still_blocks(ops, host_ip, e):
+    """Whether a busy entry really stops vLLM's bind (SO_REUSEADDR, as vLLM and ZeroMQ bind).
+
+    A listener always does. A connection without a live owner does not when the kernel lets a
+    SO_REUSEADDR bind through: a killed engine leaves its accepted connections orphaned in FIN_WAIT
+    for up to a minute (peers such as the proxy keep theirs open), and they must not hold up its
+    Restart=. The bind itself decides, as for vLLM.
+    """
+    if e['state'] in ('LISTEN', 'BOUND'):
+        return True
+    if e['state'] is None and e['pid'] is not None:
+        return True  # a finding of check_free with a live holder: not an orphan
+    return ops.bind_probe(host_ip, e['port']) is not None
+
+
 def _who(e):
     if e['state'] == 'BOUND':
         return 'a socket bound but not listening (not in the socket table; find it with ss -tanpB)'
@@ -268,6 +283,7 @@ def run(cfg, env, ops, log, wait=wait_for_address):
                 clauses.append('[%s] %s' % (f['check'], f['msg']))
     if extra:
         entries.extend(holder_entry(h) for h in extra_port_holders(ops, cfg, host_ip, sorted(extra)))
+    entries = [e for e in entries if still_blocks(ops, host_ip, e)]
     clauses = busy_clauses(host_ip, entries, lambda p: whats[p]) + clauses
     if clauses:
         log(refused(cfg, clauses))

@@ -213,3 +213,55 @@ def test_module_utils_list_holds_everything_the_guard_imports():
         with open(os.path.join(base, name)) as f:
             for m in pat.finditer(f.read()):
                 assert (m.group(1) or m.group(2)) + '.py' in G.MODULE_UTILS, (name, m.group(0))
+
+
+_ACCEPT_ONE = r'''
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(1)
+sys.stdout.write('ready\n')
+sys.stdout.flush()
+c, _ = s.accept()
+sys.stdout.write('accepted\n')
+sys.stdout.flush()
+time.sleep(300)
+'''
+
+
+def test_orphaned_connections_of_a_killed_engine_do_not_block_its_restart(free_group):
+    """kill -9 of an engine leaves its accepted connections in FIN_WAIT without an owner while the peer
+    (the proxy) keeps its side open; vLLM's SO_REUSEADDR bind goes through, so the guard lets it start."""
+    ports = free_group(5)
+    api = ports[-1]
+    child = subprocess.Popen([sys.executable, '-c', _ACCEPT_ONE, HOST, str(api)], stdout=subprocess.PIPE)
+    assert child.stdout.readline().strip() == b'ready'
+    peer = socket.create_connection((HOST, api))
+    try:
+        assert child.stdout.readline().strip() == b'accepted'
+        child.kill()
+        child.wait(10)
+        # the kernel now holds HOST:api in FIN_WAIT2 with no process (the peer did not close)
+        view = View()
+        orphans = [s for s in view.sockets([api]) if s['port'] == api and s['address'] == HOST]
+        assert orphans and all(s['state'] != 'LISTEN' for s in orphans), orphans
+        assert guard(cfg_for(ports), view) == (0, [])
+    finally:
+        peer.close()
+        child.stdout.close()
+
+
+def test_an_outbound_connection_from_a_group_port_still_blocks(free_group, spawn_listener):
+    ports = free_group(5)
+    srv = spawn_listener('127.0.0.3', [ports[0]])
+    c = socket.socket()
+    c.bind((HOST, ports[1]))  # no SO_REUSEADDR: as an ephemeral outbound connection
+    c.connect(('127.0.0.3', ports[0]))
+    try:
+        rc, lines = guard(cfg_for(ports), View())
+    finally:
+        c.close()
+    assert rc == G.EXIT_REFUSED and 'port %d (kv_port group)' % ports[1] in lines[0], lines
+    assert 'ESTABLISHED' in lines[0] or 'pid %d' % os.getpid() in lines[0], lines
+    assert srv.alive()
