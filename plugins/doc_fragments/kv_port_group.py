@@ -113,6 +113,14 @@ options:
         engine that runs it (told by the holder's cgroup).
       - Only these units and containers are stopped. Holders outside the list, and processes that
         belong to no unit, are never stopped or killed; they are a failure that names them.
+      - A stopped unit is kept from starting again while PD is deployed - disabled (C(systemctl disable), never
+        masked) when its C(UnitFileState) was V(enabled) or V(enabled-runtime); the C(.socket) units that start
+        it (C(TriggeredBy=)) are stopped and disabled first, otherwise systemd listens again and starts it on
+        the next connection. When systemd itself holds the port for a C(.socket) unit, that socket (allowed by
+        its own name or by the service it starts) is stopped and disabled, and so are the services it starts.
+      - A stopped container whose restart policy is not V(no) gets C(ENGINE update --restart no) (docker;
+        podman 5 and later). podman 4 cannot change it, and a warning says so.
+      - What each had before is returned in RV(holders_off), for C(stop_pd.yml) to put back.
     type: list
     elements: str
     default: []

@@ -135,3 +135,27 @@ def group_sizes(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_s
         fix = 'pick kv_port <= %d' % best if best >= 1024 else 'use smaller tp/pp/pcp/dp sizes'
         raise ParamError(prefix + 'kv_port', kv_port, 'the group (kv_port + dp_rank * tp*pp*pcp + device index) '
                          'would run to port %d, past 65535; %s' % (end, fix))
+
+
+def kv_port_group_params(p):
+    """kv_port_group: every parameter checked before anything is read or changed -> host_ip (normalised)."""
+    group_sizes(p['kv_port'], p['tp_size'], p['pp_size'], p['pcp_size'], p['dp_rank_start'], p['dp_size_local'])
+    if p['owner_pid'] is not None:
+        as_int('owner_pid', p['owner_pid'], 1, None, 'a pid is >= 1')
+    if p['ascend_base_port'] is not None:
+        port('ascend_base_port', p['ascend_base_port'])
+    timeout('timeout', p['timeout'], allow_zero=True)
+    timeout('probe_timeout', p['probe_timeout'])
+    for key in ('owner_unit',):
+        if p[key]:
+            unit_name(key, p[key])
+    if p['owner_container']:
+        container_name('owner_container', p['owner_container'])
+    for i, item in enumerate(p['stop_services']):
+        if item and not item.strip().startswith('container:'):
+            unit_name('stop_services[%d]' % i, item)
+    fix = 'it is not an IP address; VLLM_HOST_IP must be the literal inter-node IP of the host'
+    host_ip = ip_address('host_ip', p['host_ip'], fix) if p['host_ip'] is not None else None
+    if p['remote_host'] is not None:
+        ip_address('remote_host', p['remote_host'], 'give the prefill host\'s VLLM_HOST_IP (an IP address)')
+    return host_ip

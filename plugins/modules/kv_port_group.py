@@ -34,10 +34,12 @@ description:
 attributes:
   check_mode:
     support: full
-    details: In check mode nothing is stopped and no sysctl is written; RV(stopped) lists what would be stopped.
+    details: In check mode nothing is stopped, disabled or written; RV(stopped) lists what would be stopped and
+      RV(holders_off) what would be disabled.
   diff_mode:
     support: full
-    details: Shows the holders of the group's ports (and the reserved-ports sysctl) before and after.
+    details: Shows the holders of the group's ports, the enablement of the units it stops (and of their sockets),
+      and the reserved-ports sysctl, before and after.
 notes:
   - Run with C(become), otherwise sockets of other users have no visible owner.
   - The socket table is the one of the module's network namespace. A service in a container with its own
@@ -236,6 +238,50 @@ stopped_containers:
       description: V(podman) or V(docker).
       type: str
   sample: [{name: old-grafana, engine: docker}]
+holders_off:
+  description:
+    - For each entry of RV(stopped), its state before and how it is kept off (see O(stop_services)); in check
+      mode what would be done. The preflight records them in C(/etc/vllm-pd/stopped-services), one JSON object a line.
+  returned: when state is free
+  type: list
+  elements: dict
+  contains:
+    kind:
+      description: V(unit) or V(container).
+      type: str
+    name:
+      description: Unit or container name.
+      type: str
+    enabled:
+      description: The unit's C(UnitFileState) before (V(enabled), V(disabled), V(static), ...); units only.
+      type: str
+    active:
+      description: Whether the unit or container was running before.
+      type: bool
+    disable:
+      description: Whether the unit is (or would be) disabled; true only when it was enabled.
+      type: bool
+    sockets:
+      description: The C(.socket) units that start this service (C(name), C(enabled), C(active), C(disable)).
+      type: list
+      elements: dict
+    services:
+      description: For a C(.socket) holder, the services it starts (same fields).
+      type: list
+      elements: dict
+    engine:
+      description: V(podman) or V(docker); containers only.
+      type: str
+    restart_policy:
+      description: The container's restart policy before; containers only.
+      type: str
+    set_restart_no:
+      description: Whether the restart policy is (or would be) set to V(no); containers only.
+      type: bool
+    restart_policy_changed:
+      description: Whether the engine changed the restart policy (false when it cannot, podman 4); containers only.
+      type: bool
+  sample: [{kind: unit, name: grafana-server.service, enabled: enabled, active: true, disable: true, sockets: []}]
 findings:
   description: One entry per problem found, each with a C(check) name (PortRange, AdxlWindow, TeRpcRange,
     HcclRange, ReservedPort, EphemeralRange, HostIp, PortBusy, PortClosed, WrongAddress, ForeignOwner,
@@ -330,30 +376,6 @@ def argument_spec():
     )
 
 
-def validate(p):
-    """Every parameter checked before anything is read or changed; raises params.ParamError."""
-    P.group_sizes(p['kv_port'], p['tp_size'], p['pp_size'], p['pcp_size'], p['dp_rank_start'], p['dp_size_local'])
-    if p['owner_pid'] is not None:
-        P.as_int('owner_pid', p['owner_pid'], 1, None, 'a pid is >= 1')
-    if p['ascend_base_port'] is not None:
-        P.port('ascend_base_port', p['ascend_base_port'])
-    P.timeout('timeout', p['timeout'], allow_zero=True)
-    P.timeout('probe_timeout', p['probe_timeout'])
-    for key in ('owner_unit',):
-        if p[key]:
-            P.unit_name(key, p[key])
-    if p['owner_container']:
-        P.container_name('owner_container', p['owner_container'])
-    for i, item in enumerate(p['stop_services']):
-        if item and not item.strip().startswith('container:'):
-            P.unit_name('stop_services[%d]' % i, item)
-    fix = 'it is not an IP address; VLLM_HOST_IP must be the literal inter-node IP of the host'
-    host_ip = P.ip_address('host_ip', p['host_ip'], fix) if p['host_ip'] is not None else None
-    if p['remote_host'] is not None:
-        P.ip_address('remote_host', p['remote_host'], 'give the prefill host\'s VLLM_HOST_IP (an IP address)')
-    return host_ip
-
-
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            required_if=[('state', 'listening', ['host_ip'])])
@@ -362,7 +384,7 @@ def main():
     if p['timeout'] is None:
         p['timeout'] = DEFAULT_TIMEOUTS[p['state']]
     try:
-        host_ip = validate(p)
+        host_ip = P.kv_port_group_params(p)
     except P.ParamError as e:
         module.fail_json(msg=str(e), **result)
     result['ports'] = ports = port_group(p['kv_port'], p['tp_size'], p['pp_size'], p['pcp_size'],

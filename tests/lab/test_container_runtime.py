@@ -73,7 +73,9 @@ def test_container_runtime_end_to_end(clab):
 
     r = clab.playbook("playbooks/deploy_pd.yml", "-e", json.dumps({"vllm_pd_stop_services": ["container:lab-holder"]}))
     assert clab.ssh(p, "podman inspect -f '{{.State.Running}}' lab-holder").stdout.strip() == "false"
-    assert clab.ssh(p, "cat /etc/vllm-pd/stopped-services").stdout.split() == ["container:podman:lab-holder"]
+    recorded = [json.loads(line) for line in clab.ssh(p, "cat /etc/vllm-pd/stopped-services").stdout.splitlines()]
+    assert [(r["kind"], r["engine"], r["name"], r["active"]) for r in recorded] == [
+        ("container", "podman", "lab-holder", True)], recorded
 
     # The engines are containers under their units, on the host's network.
     for host, kind in ((p, "prefill"), (d, "decode")):

@@ -55,8 +55,18 @@ def fake_systemctl(monkeypatch):
 
     def unit_show(self, unit):
         return state['show'].get(unit, dict(LoadState='not-found', ActiveState='inactive'))
+
+    def unit_state(self, unit):
+        # the state read before a stop (holders_off): a disabled unit, so nothing gets disabled here
+        return dict(Id=unit, LoadState='loaded', ActiveState='active', UnitFileState='disabled')
+
+    def disable_unit(self, unit, extra=()):
+        state['calls'].append('disable ' + unit)
+        return 0, ''
     monkeypatch.setattr(M.HostOps, 'stop_unit', stop_unit)
     monkeypatch.setattr(M.HostOps, 'unit_show', unit_show)
+    monkeypatch.setattr(M.HostOps, 'unit_state', unit_state)
+    monkeypatch.setattr(M.HostOps, 'disable_unit', disable_unit)
     return state
 
 
@@ -332,7 +342,7 @@ def test_free_holder_in_the_modules_own_container_gets_no_container_hint(tmp_pat
     ops = M.HostOps(None, proc_root=str(root))
     ops.container_inspect = lambda engine, ref: None     # no podman here: the name stays unknown
     hs = build_holders([dict(port=28003, address='0.0.0.0', family='tcp', state='LISTEN', inode=9, remote_address='',
-                               remote_port=0)], {9: [700]}, ops.process_info)
+                             remote_port=0)], {9: [700]}, ops.process_info)
     assert hs[0]['container'] is None and hs[0]['unit'] == 'grafana-server.service'
     msg = plan_stops(hs, [])[1][0]['msg']
     assert 'container' not in msg and 'add grafana-server.service to vllm_pd_stop_services' in msg
@@ -524,7 +534,7 @@ CID = 'c' * 64
 @pytest.fixture
 def fake_containers(monkeypatch):
     """Processes that play container processes, and a fake podman/docker (inspect, stop)."""
-    state = dict(members={}, known={}, stops=[], children={})
+    state = dict(members={}, known={}, stops=[], children={}, policy={}, updates=[])
     orig = M.HostOps.process_info
 
     def process_info(self, pid):
@@ -542,9 +552,18 @@ def fake_containers(monkeypatch):
         state['stops'].append((engine, name))
         state['children'][name].stop()
         return 0, ''
+
+    def container_restart_policy(self, engine, name):
+        return state['policy'].get(name, 'no')
+
+    def set_container_restart(self, engine, name, policy):
+        state['updates'].append((engine, name, policy))
+        return 0, ''
     monkeypatch.setattr(M.HostOps, 'process_info', process_info)
     monkeypatch.setattr(M.HostOps, 'container_inspect', container_inspect)
     monkeypatch.setattr(M.HostOps, 'stop_container', stop_container)
+    monkeypatch.setattr(M.HostOps, 'container_restart_policy', container_restart_policy)
+    monkeypatch.setattr(M.HostOps, 'set_container_restart', set_container_restart)
     return state
 
 
