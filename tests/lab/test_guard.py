@@ -2,7 +2,8 @@
 reachability check, on cluster lab9 of lab/gen-inventory (hosts pd-p9, pd-d9); its containers are
 removed at the end.
 
-Order matters: the unreachable address first (nothing may start), then a deploy, a refused restart,
+Order matters: the unreachable address first (nothing may start), then a deploy, a start that waits
+for the data address (as at boot), a refused restart,
 a crash, and the reboot of P with Grafana allowed (last: it restarts the container).
 """
 import json
@@ -113,6 +114,27 @@ def test_deploy_installs_guarded_enabled_units(g):
         show = g.ssh(host, f"systemctl show -p ExecStartPre -p Restart -p UnitFileState -p StartLimitBurst {unit}").stdout
         assert "start-guard" in show and "Restart=on-failure" in show and "UnitFileState=enabled" in show, show
     assert "StartLimitBurst=5" in g.ssh(P, "systemctl show -p StartLimitBurst vllm-pd-prefill").stdout
+
+
+def test_start_waits_for_the_data_address(g):
+    """The data NIC gets its address after the unit was started (as at boot): the guard waits for
+    VLLM_HOST_IP, then the engine starts and serves. Done with podman exec (SSH uses that address)."""
+    ip = g.hosts[P]["data_ip"]
+
+    def inside(cmd):
+        return subprocess.run(["podman", "exec", P, "sh", "-c", cmd], capture_output=True, text=True, check=True)
+    since = inside("date +%s").stdout.strip()
+    inside(f"systemctl stop vllm-pd-prefill && ip addr del {ip}/24 dev data0 && "
+           f"systemctl start --no-block vllm-pd-prefill && sleep 4 && ip addr add {ip}/24 dev data0")
+    g.forget(P)
+    deadline = time.time() + 90
+    while active(g, P, "vllm-pd-prefill") != "active" or not request(g):
+        assert time.time() < deadline, inside("journalctl -u vllm-pd-prefill -n 20 -o cat").stdout
+        time.sleep(2)
+    log = inside(f"journalctl -u vllm-pd-prefill --since @{since} -o cat --no-pager").stdout
+    m = re.search(r"vllm-pd start guard: vllm-pd-prefill.service waited ([\d.]+) s for VLLM_HOST_IP " + re.escape(ip), log)
+    assert m and 3 <= float(m.group(1)) <= 30, log
+    assert "refused" not in log
 
 
 def test_restart_while_a_foreign_process_holds_a_group_port_is_refused(g):
