@@ -67,7 +67,10 @@ def test_container_unit_and_env(tmp_path):
     serve = argv[image + 1:]
     assert serve[:3] == ['vllm', 'serve', '/data/models/m'] and serve[serve.index('--host') + 1] == '10.0.30.10'
     assert json.loads(serve[serve.index('--kv-transfer-config') + 1])['kv_port'] == 30000
-    assert unit_lines(unit, 'ExecStartPre') == ['-docker rm -f vllm-pd-prefill']
+    # a leftover container of this unit first, then the start guard (issue 13)
+    assert unit_lines(unit, 'ExecStartPre') == ['-docker rm -f vllm-pd-prefill',
+                                                '/usr/bin/python3 -I /usr/local/libexec/vllm-pd/start-guard /etc/vllm-pd/prefill.guard.json']
+    assert unit_lines(unit, 'Restart') == ['on-failure'] and unit_lines(unit, 'StartLimitBurst') == ['5']
     assert unit_lines(unit, 'ExecStop') == ['-docker stop -t 20 vllm-pd-prefill']
     assert unit_lines(unit, 'ExecStopPost') == ['-docker rm -f vllm-pd-prefill']
     env = (tmp_path / 'p1-vllm-pd.env').read_text()
