@@ -268,7 +268,10 @@ def npu_smi_info(state):
         npu, chip = (i // 2, i % 2) if a3 else (i, 0)
         used = sum(p[3] for p in procs if p[0] == i) + 3408
         if chip == 0:
-            lines.append(row("%-6d%s" % (npu, state["chip"]), n["health"], "97.9        34                0    / 0"))
+            # A3: one Health per NPU row for both chips: the worse of the two
+            pair = [x["health"] for x in state["npus"] if (x["id"] // 2 if a3 else x["id"]) == npu]
+            health = max(pair, key=HEALTH.index)
+            lines.append(row("%-6d%s" % (npu, state["chip"]), health, "97.9        34                0    / 0"))
         chip_col = "%-6d%d" % (chip, i) if a3 else "%d" % chip
         lines.append(row(chip_col, "0000:%02X:00.0" % (0xC1 + i), "0           0    / 0          %-5d/ 65536" % used))
         if not a3 or chip == 1:
