@@ -126,6 +126,15 @@ options:
         are bound but not listening, which neither sock_diag nor C(/proc/net/tcp) shows.
     type: bool
     default: true
+  ignore_checks:
+    description:
+      - With O(state=free), findings of these checks (V(PortRange), V(AdxlWindow), V(TeRpcRange), V(HcclRange),
+        V(ReservedPort), V(EphemeralRange), V(PortBusy), V(HostIp)) become warnings instead of a failure
+        (inventory V(vllm_pd_ignore_checks)); the holders of an ignored V(PortBusy) are left alone.
+    type: list
+    elements: str
+    default: []
+    version_added: "1.1.0"
   stop_services:
     description:
       - systemd units the operator allows the preflight to stop when they hold a port of the group
@@ -785,6 +794,10 @@ def run_free(module, ops, params, ports, host_ip, result):
     misleading_warning(module, misleading, host_ip)
     to_stop, busy_findings = plan_stops(busy, params['stop_services'])
     findings.extend(busy_findings)
+    # vllm_pd_ignore_checks: the operator accepts these; a warning each, no failure
+    for f in [f for f in findings if f['check'] in params['ignore_checks']]:
+        module.warn('ignored by vllm_pd_ignore_checks: [%s] %s' % (f['check'], f['msg']))
+    findings = [f for f in findings if f['check'] not in params['ignore_checks']]
     result['findings'] = public_findings(findings)
     if findings:
         module.fail_json(msg=summarize(findings, 'kv_port group %s on %s is not usable; nothing was stopped or '
@@ -987,6 +1000,7 @@ def argument_spec():
         reserve_ephemeral=dict(type='bool', default=False),
         bind_probe=dict(type='bool', default=True),
         stop_services=dict(type='list', elements='str', default=[]),
+        ignore_checks=dict(type='list', elements='str', default=[]),
         owner_unit=dict(type='str'),
         owner_container=dict(type='str'),
         container_engine=dict(type='str', choices=['podman', 'docker']),

@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: npu_readiness
 short_description: Check the Ascend NPU layer of one host (links, hccn.conf, TLS, health, processes, versions)
-version_added: "1.0.0"
+version_added: "1.1.0"
 description:
   - Reads, in one call and with the tools run concurrently, what the vllm-ascend PD checklist asks per NPU
     (C(hccn_tool -i N -link -g), C(-net_health -g), C(-ip -g), C(-tls -g), C(-ping -g address PEER)),
