@@ -7,6 +7,7 @@ shared/docs/ascend-node-facts.md §1-§4).
   npu_fake.py npu-smi ARGS...       (installed as /usr/local/bin/npu-smi)
   npu_fake.py init COUNT FIRST_IP NETMASK   write a healthy state (unless present) and render
   npu_fake.py set NPU KEY VALUE     change one NPU's field (fixtures); KEY=global for host fields
+  npu_fake.py reset                 healthy state again (addresses kept; fixture processes ended)
   npu_fake.py render                write /etc/hccn.conf and the version files from the state
 
 Lab only: never on a real NPU host (the state file marks a lab host).
@@ -380,6 +381,22 @@ def main(argv):
             save(state)
             print("CHANGED")
         render(state)
+        return 0
+    if tool == "reset":
+        # undo the fixtures: healthy NPUs, addresses kept; ends the processes `set` recorded as busy
+        before = json.dumps(state, sort_keys=True)
+        fresh = default_state(len(state["npus"]), state["npus"][0]["ip"], state["npus"][0]["netmask"])
+        for n in state["npus"]:
+            for p in n["processes"]:
+                if p.get("lab_fixture"):
+                    try:
+                        os.kill(int(p["pid"]), 15)
+                    except OSError:
+                        pass
+        if json.dumps(fresh, sort_keys=True) != before:
+            save(fresh)
+            print("CHANGED")
+        render(fresh)
         return 0
     if tool == "render":
         render(state)

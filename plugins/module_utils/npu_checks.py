@@ -182,33 +182,43 @@ def container_findings(host, run_argv, conf_exists):
 
 
 def _majority(values):
+    """The most frequent value, or None on a tie (then no value is 'the odd one out')."""
     counts = {}
     for v in values:
         counts[v] = counts.get(v, 0) + 1
-    return sorted(counts, key=lambda v: (-counts[v], str(v)))[0] if counts else None
+    ranked = sorted(counts, key=lambda v: (-counts[v], str(v)))
+    if not ranked or (len(ranked) > 1 and counts[ranked[0]] == counts[ranked[1]]):
+        return None
+    return ranked[0]
 
 
 def cluster_findings(reports):
     """reports: [{host, tls: {npu: 0|1}, driver_version, cann_version}] of one cluster -> TlsMismatch,
     VersionMismatch against the majority value (the odd ones out are named)."""
     out = []
+    # A tie (two hosts, two values) has no odd one out: every host then gets the finding.
     tls = [(r['host'], n, v) for r in reports for n, v in sorted((r.get('tls') or {}).items()) if v is not None]
-    want = _majority([v for _, _, v in tls])
-    for host, npu, v in tls:
-        if v != want:
-            out.append(finding('TlsMismatch', host, npu, 'tls switch[%s]' % v, 'tls switch[%s] as on the other %d NPU(s)'
-                               % (want, sum(1 for t in tls if t[2] == want)),
-                               'hccn_tool -i %s -tls -s enable %s (one setting on every NPU of every host)' % (npu, want),
-                               'TLS differs across the cluster: transfers fail'))
+    if len(set(v for _, _, v in tls)) > 1:
+        want = _majority([v for _, _, v in tls])
+        for host, npu, v in tls:
+            if v != want:
+                other = want if want is not None else 1 - v
+                out.append(finding('TlsMismatch', host, npu, 'tls switch[%s]' % v, 'tls switch[%s] as on the other %d NPU(s)'
+                                   % (other, sum(1 for t in tls if t[2] == other)),
+                                   'hccn_tool -i %s -tls -s enable %s (one setting on every NPU of every host)' % (npu, other),
+                                   'TLS differs across the cluster: transfers fail'))
     for key, what in (('driver_version', 'driver'), ('cann_version', 'CANN')):
         vals = [(r['host'], r.get(key)) for r in reports if r.get(key)]
+        if len(set(v for _, v in vals)) < 2:
+            continue
         want = _majority([v for _, v in vals])
         for host, v in vals:
             if v != want:
-                out.append(finding('VersionMismatch', host, None, '%s %s' % (what, v), '%s %s as on %s' % (
-                    what, want, ', '.join(h for h, x in vals if x == want)),
-                    'install %s %s on %s (P and D must run the same stack)' % (what, want, host),
-                    '%s versions differ across the cluster' % what))
+                others = sorted(set('%s on %s' % (x, h) for h, x in vals if x != v))
+                out.append(finding('VersionMismatch', host, None, '%s %s' % (what, v), '%s %s' % (what, ', '.join(others)),
+                                   'install one %s version on every host of the cluster (P and D must run the same '
+                                   'stack)%s' % (what, '' if want is None else ': %s on %s' % (want, host)),
+                                   '%s versions differ across the cluster' % what))
     return out
 
 

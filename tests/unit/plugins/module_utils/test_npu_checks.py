@@ -76,6 +76,9 @@ def test_cluster_tls_and_versions_name_the_odd_one_out():
     f = C.cluster_findings(reports)
     assert [(x['check'], x['host'], x['npu']) for x in f] == [('TlsMismatch', 'd1', '1'), ('VersionMismatch', 'd2', None)]
     assert C.cluster_findings(reports[:1]) == []
+    tie = C.cluster_findings([dict(host='p1', tls={}, driver_version='25.2.0'), dict(host='d1', tls={}, driver_version='24.1.0')])
+    assert [(x['check'], x['host'], x['expected']) for x in tie] == [
+        ('VersionMismatch', 'p1', 'driver 24.1.0 on d1'), ('VersionMismatch', 'd1', 'driver 25.2.0 on p1')]
 
 
 def test_versions_and_compat_table():
