@@ -163,11 +163,14 @@ def hccn_tool(argv, state):
     return 0
 
 
-def route_ok(addr):
-    """Lab route guard inside the fake: the peer must be on the NPU network (dev npu0, no gateway)."""
+def route_ok(addr, n):
+    """Lab route guard inside the fake: the peer must be on the NPU network (the /24 of the NPU's own
+    address, directly on the NIC that holds it: no gateway)."""
     import subprocess  # pylint: disable=import-outside-toplevel  (only ping needs it: fast start)
-    r = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True, text=True)
-    return r.returncode == 0 and " dev npu0 " in r.stdout + " " and " via " not in r.stdout
+    if addr.split(".")[:3] != n["ip"].split(".")[:3]:
+        return False
+    r = subprocess.run(["ip", "-o", "route", "get", addr, "from", n["ip"]], capture_output=True, text=True)
+    return r.returncode == 0 and " via " not in r.stdout and " dev " in r.stdout
 
 
 def ping(dev, n, args):
@@ -181,8 +184,8 @@ def ping(dev, n, args):
         socket.inet_aton(peer)
     except OSError:
         return fail(1, "Command execute failed!")
-    if not route_ok(peer):
-        return fail(1, "Command execute failed!\nlab route guard: %s is not on the lab NPU network (npu0)" % peer)
+    if not route_ok(peer, n):
+        return fail(1, "Command execute failed!\nlab route guard: %s is not on the lab NPU network" % peer)
     print("device %d PING %s" % (dev, peer))
     got = 0
     for seq in range(count):
