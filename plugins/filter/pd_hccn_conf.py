@@ -10,8 +10,8 @@ name: pd_hccn_conf
 short_description: Parse /etc/hccn.conf into per-NPU settings
 version_added: "1.1.0"
 description:
-  - C(<key>_<phyid>=<value>) lines (the Ascend driver's format) become C({phyid: {key: value}}),
-    e.g. C({0: {address: 29.1.137.205, netmask: 255.255.0.0}}).
+  - "C(<key>_<phyid>=<value>) lines (the Ascend driver's format) become a dict: physical NPU id ->
+    settings, e.g. C(address_0=29.1.137.205) becomes C(address) of NPU 0."
   - Empty or missing text gives an empty dict.
 options:
   _input:

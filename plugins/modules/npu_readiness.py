@@ -19,7 +19,7 @@ description:
   - Returns named findings (V(NpuLinkDown), V(NpuNetUnhealthy), V(HccnConfMismatch), V(HccnConfMissing),
     V(NpuUnreachable), V(NpuBusy), V(NpuUnhealthy), V(VersionUnreadable), V(CannIncompatible),
     V(ContainerMountMissing), V(ShmTooSmall), V(MemlockLimited), V(NpuToolFailed), V(NpuToolsMissing)), each
-    naming the host, the NPU, the observed and expected values and the fix. It fails only on bad input: the
+    naming the host, the NPU, the observed and expected values and the fix. It fails only on bad input; the
     caller (the preflight) decides which findings stop a deployment (C(vllm_pd_ignore_checks)).
   - The readings it returns (RV(tls), RV(driver_version), RV(cann_version)) are compared across the hosts of a
     cluster by the caller (V(TlsMismatch), V(VersionMismatch)).
@@ -288,8 +288,12 @@ def main():
     if smi:
         rc, out, err = smi_out[0]
         parsed = P.parse_npu_smi_info(out) if rc == 0 else None
+        if parsed is None:  # one retry: npu-smi can fail while the driver is busy
+            rc, out, err = module.run_command([smi, 'info'])
+            parsed = P.parse_npu_smi_info(out) if rc == 0 else None
         if parsed is None:
-            findings.append(C.finding('NpuToolFailed', host, None, 'rc=%d %s' % (rc, (err or out).strip()[:200]),
+            seen = 'rc=%d stdout %r stderr %r' % (rc, out.strip()[:200], err.strip()[:200])
+            findings.append(C.finding('NpuToolFailed', host, None, seen,
                                       'the npu-smi info table', 'run npu-smi info on the host and fix what it says',
                                       'npu-smi info failed'))
         else:
