@@ -198,8 +198,8 @@ def cluster_findings(reports):
     out = []
     # A tie (two hosts, two values) has no odd one out: every host then gets the finding.
     tls = [(r['host'], n, v) for r in reports for n, v in sorted((r.get('tls') or {}).items()) if v is not None]
-    if len(set(v for _, _, v in tls)) > 1:
-        want = _majority([v for _, _, v in tls])
+    if len(set(t[2] for t in tls)) > 1:
+        want = _majority([t[2] for t in tls])
         for host, npu, v in tls:
             if v != want:
                 other = want if want is not None else 1 - v
@@ -209,9 +209,9 @@ def cluster_findings(reports):
                                    'TLS differs across the cluster: transfers fail'))
     for key, what in (('driver_version', 'driver'), ('cann_version', 'CANN')):
         vals = [(r['host'], r.get(key)) for r in reports if r.get(key)]
-        if len(set(v for _, v in vals)) < 2:
+        if len(set(x[1] for x in vals)) < 2:
             continue
-        want = _majority([v for _, v in vals])
+        want = _majority([x[1] for x in vals])
         for host, v in vals:
             if v != want:
                 others = sorted(set('%s on %s' % (x, h) for h, x in vals if x != v))

@@ -192,7 +192,7 @@ def run_option_values(argv, name):
 def memlock_unlimited(argv):
     """True when a run argv sets `--ulimit memlock=-1[:-1]` (or 'unlimited')."""
     for v in run_option_values(argv, '--ulimit'):
-        k, _, lim = v.partition('=')
+        k, _sep, lim = v.partition('=')
         if k == 'memlock':
             return all(x in ('-1', 'unlimited') for x in lim.split(':'))
     return False

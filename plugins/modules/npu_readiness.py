@@ -186,7 +186,7 @@ def own_pids(module, params, pids):
     units = set(params['own_units'])
     ids = set()
     for name in params['own_containers']:
-        rc, out, _ = module.run_command([params['container_engine'], 'container', 'inspect', '--format',
+        rc, out, _err = module.run_command([params['container_engine'], 'container', 'inspect', '--format',
                                          '{{.Id}} {{.State.Pid}} {{.Name}}', name])
         c = parse_container_inspect(out) if rc == 0 else None
         if c:
@@ -245,7 +245,7 @@ def main():
     conf_text = read(P.HCCN_CONF)
     conf = P.parse_hccn_conf(conf_text)
     readings = dict((n, dict(errors={})) for n in npus)
-    smi_out, pings = [None], []
+    smi_out, pings = [(1, '', 'npu-smi info did not run')], []
     with ThreadPoolExecutor(max_workers=params['workers']) as pool:
         jobs = []
         if smi:
@@ -284,7 +284,7 @@ def main():
         findings.extend(C.ping_findings(host, pings))
         result['pings'] = [dict(npu=n, peer_host=p['host'], peer_npu=p['npu'], address=p['address'],
                                 received=(x or {}).get('received'), sent=(x or {}).get('sent'))
-                           for n, p, x, _ in pings]
+                           for n, p, x, _err in pings]
     if smi:
         rc, out, err = smi_out[0]
         parsed = P.parse_npu_smi_info(out) if rc == 0 else None

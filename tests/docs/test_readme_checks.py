@@ -18,8 +18,8 @@ def check_names():
 
 @pytest.mark.parametrize("readme", ["README.md", "README.zh-CN.md"])
 def test_every_named_check_has_a_row_with_a_fix(readme):
-    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|[^\n]*\|[^\n]*\|$",
-                                                           (ROOT / readme).read_text(), re.M)}
+    text = (ROOT / readme).read_text()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(\w+)` \|[^\n]*\|[^\n]*\|$", text, re.M)}
     names = check_names()
     assert len(names) > 20
     missing = [n for n in names if n not in rows]

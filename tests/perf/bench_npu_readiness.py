@@ -34,6 +34,7 @@ COUNT = 16
 
 
 def run(*cmd, **kw):
+    kw.setdefault('check', False)
     return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, **kw)
 
 
@@ -73,7 +74,7 @@ def main():
                   "cat /etc/hccn.conf; npu-smi info")
         subprocess.run(["podman", "exec", "-i", P, "sh", "-c", "cat > /etc/hccn.conf.peer"], input=conf, text=True,
                        check=True)
-        for _ in range(a.runs):
+        for _run in range(a.runs):
             t0 = time.monotonic()
             r = run(os.path.join(BIN, "ansible"), "-i", inv, P, "-m", "vllm_pd.ascend.npu_readiness", "-a", args, env=env)
             mod_wall.append(time.monotonic() - t0)

@@ -60,7 +60,7 @@ def startup(devices):
         atexit.register(lambda: os.path.exists(path) and os.remove(path))
     except OSError:
         pass
-    for d, _, text in faults(_devices):
+    for d, _kind, text in faults(_devices):
         _hccl.error("NPU %s of this engine: %s (KV transfers over it will fail)", d, text)
 
 
@@ -71,7 +71,7 @@ def advertise(rank_index):
     d = _devices[rank_index % len(_devices)]
     state = _state()
     n = next((x for x in (state or {}).get("npus", []) if x["id"] == d), {})
-    return {"device": d, "tls": n.get("tls"), "faults": [t for _, _, t in faults([d], state)]} if state else None
+    return {"device": d, "tls": n.get("tls"), "faults": [f[2] for f in faults([d], state)]} if state else None
 
 
 def refuse(meta, d_rank):
@@ -83,10 +83,10 @@ def refuse(meta, d_rank):
     mine = faults([d], state)
     peer = (meta or {}).get("npu") or {}
     local_tls = next((x.get("tls") for x in (state or {}).get("npus", []) if x["id"] == d), None)
-    if not mine and not peer.get("faults") and (peer.get("tls") is None or local_tls is None
-                                                  or peer["tls"] == local_tls):
+    tls_differs = None not in (peer.get("tls"), local_tls) and peer["tls"] != local_tls
+    if not mine and not peer.get("faults") and not tls_differs:
         return 0
-    for _, kind, text in mine:
+    for _dev, kind, text in mine:
         if kind == "conf":
             _plog.error("[RanktablCheck] 'device ip' is not set correctly, must be set when multi Server or HCCL "
                         "INTRA ROCE ENABLE enabled (local NPU %s: %s)", d, text)

@@ -21,7 +21,7 @@ def fake(tmp_path):
     env = dict(os.environ, VLLM_PD_LAB_NPU_STATE=str(tmp_path / 'npu.json'), VLLM_PD_LAB_NPU_ROOT=str(tmp_path))
 
     def run(*args):
-        r = subprocess.run([sys.executable, FAKE] + list(args), capture_output=True, text=True, env=env)
+        r = subprocess.run([sys.executable, FAKE] + list(args), capture_output=True, text=True, env=env, check=False)
         return r.returncode, r.stdout, r.stderr
     assert run('init', '16', '172.28.10.32', '255.255.255.0')[0] == 0
     run.root = tmp_path
@@ -29,7 +29,7 @@ def fake(tmp_path):
 
 
 def test_healthy_outputs_parse(fake):
-    rc, out, _ = fake('hccn_tool', '-i', '15', '-ip', '-g')
+    rc, out, _err = fake('hccn_tool', '-i', '15', '-ip', '-g')
     assert rc == 0 and P.parse_ip(out) == dict(ipaddr='172.28.10.47', netmask='255.255.255.0')
     assert P.parse_link(fake('hccn_tool', '-i', '0', '-link', '-g')[1]) == 'UP'
     assert P.parse_net_health(fake('hccn_tool', '-i', '0', '-net_health', '-g')[1]) == 'Success'

@@ -29,7 +29,7 @@ def test_port_group_comes_first_zmtp_after():
     hosts['d1']['probe']['targets'][0]['probes'] = probes(P_IP, result='refused')
     hosts['p1']['npu'] = npu('p1', tls={'0': 1})
     hosts['d1']['npu'] = npu('d1', tls={'0': 0, '1': 0}, driver='24.1.0')
-    fs, _ = run(hosts)
+    fs, _clusters = run(hosts)
     order = checks(fs)
     assert 'TlsMismatch' in order and 'VersionMismatch' in order
     first_npu = min(order.index('TlsMismatch'), order.index('VersionMismatch'))
