@@ -186,8 +186,8 @@ def own_pids(module, params, pids):
     units = set(params['own_units'])
     ids = set()
     for name in params['own_containers']:
-        rc, out, _err = module.run_command([params['container_engine'], 'container', 'inspect', '--format',
-                                         '{{.Id}} {{.State.Pid}} {{.Name}}', name])
+        argv = [params['container_engine'], 'container', 'inspect', '--format', '{{.Id}} {{.State.Pid}} {{.Name}}', name]
+        rc, out, _err = module.run_command(argv)
         c = parse_container_inspect(out) if rc == 0 else None
         if c:
             ids.add(c['id'])

@@ -33,9 +33,8 @@ P, D = "pd-p11", "pd-d11"
 COUNT = 16
 
 
-def run(*cmd, **kw):
-    kw.setdefault('check', False)
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, **kw)
+def run(*cmd, check=False, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=check, **kw)
 
 
 def ansible_env():
