@@ -104,6 +104,15 @@ options:
         are bound but not listening, which neither sock_diag nor C(/proc/net/tcp) shows.
     type: bool
     default: true
+  ignore_checks:
+    description:
+      - With O(state=free), findings of these checks (V(PortRange), V(AdxlWindow), V(TeRpcRange), V(HcclRange),
+        V(ReservedPort), V(EphemeralRange), V(PortBusy), V(HostIp)) become warnings instead of a failure
+        (inventory V(vllm_pd_ignore_checks)); the holders of an ignored V(PortBusy) are left alone.
+    type: list
+    elements: str
+    default: []
+    version_added: "1.1.0"
   stop_services:
     description:
       - systemd units the operator allows the preflight to stop when they hold a port of the group

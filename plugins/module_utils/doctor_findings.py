@@ -12,6 +12,7 @@ Pure functions over plain data (the pd_doctor module's results).
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_npu import npu_findings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import describe_holder
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import span
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY
@@ -19,7 +20,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY
 STEPS = {
     0: 'inspection',
     1: 'VLLM_HOST_IP',
-    2: 'port group',
+    2: 'port group, NPU layer',
     3: 'reachability, MTU, logs, files',
 }
 # Within a step, checks are ordered by how directly they explain the failure.
@@ -358,6 +359,7 @@ def diagnose(hosts):
                 links.append(dict(decode=name, prefill=t.get('host'), address=t.get('address'), ok=ok,
                                   total=len(probes), status='ok' if probes and ok == len(probes) else
                                   ('partial' if ok else 'down')))
+        fs += npu_findings(cl, members, hosts)
         fs.sort(key=lambda f: _order_key(f, order))
         root = None
         for f in fs:

@@ -92,6 +92,12 @@ def run_free(module, ops, params, ports, host_ip, result):
         module.warn(text)
     to_stop, busy_findings = plan_stops(busy, params['stop_services'])
     findings.extend(busy_findings)
+    # vllm_pd_ignore_checks: the operator accepts these; a warning each, no failure
+    ignored = params['ignore_checks']
+    for f in findings:
+        if f['check'] in ignored:
+            module.warn('ignored by vllm_pd_ignore_checks: [%s] %s' % (f['check'], f['msg']))
+    findings = [f for f in findings if f['check'] not in ignored]
     result['findings'] = public_findings(findings)
     if findings:
         module.fail_json(msg=summarize(findings, 'kv_port group %s on %s is not usable; nothing was stopped or '
@@ -135,6 +141,8 @@ def run_free(module, ops, params, ports, host_ip, result):
     deadline = time.time() + params['timeout']
     while True:
         still = split_holders(snapshot(ops, ports, host_ip)[0], is_owner)[1]
+        if 'PortBusy' in ignored:  # holders the operator accepted are not waited for
+            still = [h for h in still if stop_target(h, allowed_units, allowed_containers) is not None]
         if not still:
             return
         if time.time() >= deadline:

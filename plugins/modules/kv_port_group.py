@@ -365,6 +365,7 @@ def argument_spec():
         reserve_ephemeral=dict(type='bool', default=False),
         bind_probe=dict(type='bool', default=True),
         stop_services=dict(type='list', elements='str', default=[]),
+        ignore_checks=dict(type='list', elements='str', default=[]),
         owner_unit=dict(type='str'),
         owner_container=dict(type='str'),
         container_engine=dict(type='str', choices=['podman', 'docker']),

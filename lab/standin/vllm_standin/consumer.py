@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import msgpack
 import zmq
 
-from . import kvcache, logs
+from . import kvcache, logs, npu
 
 TIMEOUT_MS = 1000
 RETRIES = 3
@@ -120,7 +120,7 @@ class KVPuller:
             base = kvcache.rank_offset(d_rank, self.num_blocks)
             offsets = [base + b * kvcache.BLOCK_LEN for b in local]
             remote = [meta["kv_caches_base_addr"][0] + b * kvcache.BLOCK_LEN for b in block_ids]
-            ret = self.engine.pull(session, offsets, remote, kvcache.BLOCK_LEN)
+            ret = npu.refuse(meta, d_rank) or self.engine.pull(session, offsets, remote, kvcache.BLOCK_LEN)
             if ret < 0:
                 _fail_log.error("Mooncake transfer failed for request. remote_request_id=%s, ret=%d.",
                                 params["remote_request_id"], ret)

@@ -5,7 +5,7 @@ import uuid
 
 import zmq
 
-from . import adxl, config, kvcache, logs, producer
+from . import adxl, config, kvcache, logs, npu, producer
 from .consumer import KVPuller
 
 NUM_BLOCKS = 64
@@ -44,6 +44,7 @@ class Engine:
         time.sleep(delay)  # model load
         _load_log.info("Model loading took 0.00 GiB and %.6f seconds (lab stand-in)", delay)
         devices = visible_devices(self.env, self.ranks)
+        npu.startup(devices)  # the lab NPU layer (lab/npu): broken NPUs fail their transfers
         base = int(self.env.get("ASCEND_BASE_PORT", "20000"))
         self._adxl = adxl.listen_ports(devices, base, _adxl_log)
         from .transfer import TransferEngine
@@ -68,6 +69,7 @@ class Engine:
             "kv_caches_base_addr": [self.te.base_addr + kvcache.rank_offset(rank_index, NUM_BLOCKS)],
             "block_size_scale": 1, "num_blocks": NUM_BLOCKS, "block_lens": [kvcache.BLOCK_LEN],
             "block_strides": [kvcache.BLOCK_LEN], "local_ip": self.host_ip, "handshake_port": port,
+            "npu": npu.advertise(rank_index),
         }
 
     def prefill_for_remote_decode(self, request_id, tokens):

@@ -96,6 +96,20 @@ def test_free_fails_on_real_listener_naming_port_and_pid(run_module, free_group)
     assert res['ports'] == ports and not res['changed']
 
 
+def test_free_ignored_check_is_a_warning(run_module, free_group):
+    """vllm_pd_ignore_checks: an ignored PortBusy warns and does not fail; other checks still do."""
+    ports = free_group(8)
+    s = own_socket(HOST, ports[3])
+    try:
+        failed, res = run_module(M, dict(args(ports), ignore_checks=['PortBusy'], _ansible_check_mode=True))
+        failed_other, _res = run_module(M, dict(args(ports), ignore_checks=['AdxlWindow'], _ansible_check_mode=True))
+    finally:
+        s.close()
+    assert not failed and res['findings'] == []
+    assert any('ignored by vllm_pd_ignore_checks: [PortBusy]' in w for w in res['warnings'])
+    assert failed_other
+
+
 def test_free_wildcard_and_v6_wildcard_block(run_module, free_group, spawn_listener):
     ports = free_group(4)
     a = spawn_listener('0.0.0.0', ports[0])

@@ -1,0 +1,74 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every named check of the preflight, in one place: what it means and its fix.
+
+vllm_pd_ignore_checks names checks from here; each becomes a warning instead of a stop (kubeadm's
+--ignore-preflight-errors). The README tables list the same names (tests/unit checks they agree).
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+# name: (where, what it means, fix)
+CHECKS = {
+    # inventory validation (roles/preflight/templates/inventory_errors.j2)
+    'InventoryInvalid': ('inventory', 'an inventory variable cannot describe a deployment',
+                         'correct the variable the message names'),
+    # container runtime (roles/preflight/tasks/host.yml)
+    'ContainerEngineMissing': ('host', 'vllm_pd_container_engine is not installed',
+                               'install it or set vllm_pd_container_engine'),
+    'ContainerImageMissing': ('host', 'the engine image is not on the host', 'load or pull vllm_pd_container_image'),
+    # kv_port_group state=free
+    'PortRange': ('kv_port_group', 'a group port is outside 1024-65535', 'pick another vllm_pd_kv_port'),
+    'AdxlWindow': ('kv_port_group', 'the group overlaps the ADXL listen window', 'kv_port >= 28000 (8 NPUs) / 36000 (16)'),
+    'TeRpcRange': ('kv_port_group', 'the group overlaps the Transfer Engine RPC range', 'move kv_port'),
+    'HcclRange': ('kv_port_group', 'the group overlaps the HCCL port range', 'move kv_port or HCCL_IF_BASE_PORT'),
+    'ReservedPort': ('kv_port_group', 'the group holds an API or proxy port', 'move kv_port or the API/proxy port'),
+    'EphemeralRange': ('kv_port_group', 'the group lies in the kernel ephemeral range',
+                       'reserve the ports (vllm_pd_reserve_ephemeral) or move kv_port'),
+    'PortBusy': ('kv_port_group', 'another process holds a group port',
+                 'stop it, or allow it in vllm_pd_stop_services'),
+    'HostIp': ('kv_port_group', 'VLLM_HOST_IP is not an address of the host', 'correct vllm_pd_address / vllm_pd_network'),
+    'ApiPortInUse': ('host', 'an engine API port is in use', 'stop the other server or change prefill/decode_api_port'),
+    'ProxyPortInUse': ('host', 'the proxy port is in use', 'stop the other server or change vllm_pd_proxy_port'),
+    # NPU layer (npu_readiness)
+    'NpuToolsMissing': ('npu', 'hccn_tool or npu-smi is not on the host', 'install the Ascend driver tools'),
+    'NpuToolFailed': ('npu', 'an NPU tool failed or printed an unknown format', 'run the command by hand'),
+    'NpuLinkDown': ('npu', 'the NPU NIC link is DOWN', 'check cable/switch port; hccn_tool -i N -link -g'),
+    'NpuNetUnhealthy': ('npu', 'net_health is not Success', 'fix netdetect/gateway; hccn_tool -i N -net_health -g'),
+    'HccnConfMissing': ('npu', '/etc/hccn.conf has no address_N for the NPU', 'configure the NPU IP (hccn_tool -i N -ip -s)'),
+    'HccnConfMismatch': ('npu', 'the NPU IP/netmask differs from /etc/hccn.conf', 'make hccn.conf and the NPU agree'),
+    'TlsMismatch': ('cluster', 'TLS switch differs across NPUs/hosts', 'hccn_tool -i N -tls -s enable 0 on every NPU'),
+    'NpuUnreachable': ('cluster', 'a P NPU cannot ping a D NPU', 'fix the RoCE path (VLAN, switch, routes)'),
+    'NpuBusy': ('npu', 'another process uses an instance NPU', 'stop it or give the instance other NPUs'),
+    'NpuUnhealthy': ('npu', 'npu-smi Health is not OK', 'npu-smi info -t health; replace or reset the NPU'),
+    'VersionMismatch': ('cluster', 'driver or CANN versions differ across the cluster', 'install one version everywhere'),
+    'VersionUnreadable': ('npu', 'driver or CANN version file missing', 'reinstall the driver / CANN toolkit'),
+    'CannIncompatible': ('npu', 'CANN does not match vllm_pd_vllm_ascend_version', 'install the CANN of the table'),
+    'ContainerMountMissing': ('npu', 'the engine container would not see hccn.conf or hccn_tool',
+                              'mount them (vllm_pd_container_run_options)'),
+    'ShmTooSmall': ('npu', 'the engine container keeps a small /dev/shm', 'add --shm-size to the run options'),
+    'MemlockLimited': ('npu', 'the engine container has a memlock limit', 'add --ulimit memlock=-1 to the run options'),
+}
+# A deployment cannot even be rendered past these.
+NOT_IGNORABLE = ('InventoryInvalid',)
+
+
+def unknown(names):
+    """Names of vllm_pd_ignore_checks that are no check (or cannot be ignored)."""
+    return [n for n in names or [] if n not in CHECKS or n in NOT_IGNORABLE]
+
+
+def validate_ignore(names):
+    """Error message for a bad vllm_pd_ignore_checks, or None."""
+    if names is None:
+        return None
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        return 'vllm_pd_ignore_checks must be a list of check names, got %r' % (names,)
+    bad = unknown(names)
+    if not bad:
+        return None
+    return ('vllm_pd_ignore_checks names %s, which %s. Valid names: %s' % (
+        ', '.join(bad), 'cannot be ignored or are no check' if any(b in NOT_IGNORABLE for b in bad) else 'are no check',
+        ', '.join(sorted(n for n in CHECKS if n not in NOT_IGNORABLE))))

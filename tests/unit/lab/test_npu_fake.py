@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lab's fake hccn_tool / npu-smi: the facts sheet's formats and exit codes, driven by the state file,
+read back with the collection's parsers."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import npu_parse as P
+
+FAKE = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'lab', 'npu', 'npu_fake.py')
+
+
+@pytest.fixture
+def fake(tmp_path):
+    env = dict(os.environ, VLLM_PD_LAB_NPU_STATE=str(tmp_path / 'npu.json'), VLLM_PD_LAB_NPU_ROOT=str(tmp_path))
+
+    def run(*args):
+        r = subprocess.run([sys.executable, FAKE] + list(args), capture_output=True, text=True, env=env, check=False)
+        return r.returncode, r.stdout, r.stderr
+    assert run('init', '16', '172.28.10.32', '255.255.255.0')[0] == 0
+    run.root = tmp_path
+    return run
+
+
+def test_healthy_outputs_parse(fake):
+    rc, out, _err = fake('hccn_tool', '-i', '15', '-ip', '-g')
+    assert rc == 0 and P.parse_ip(out) == dict(ipaddr='172.28.10.47', netmask='255.255.255.0')
+    assert P.parse_link(fake('hccn_tool', '-i', '0', '-link', '-g')[1]) == 'UP'
+    assert P.parse_net_health(fake('hccn_tool', '-i', '0', '-net_health', '-g')[1]) == 'Success'
+    assert P.parse_tls(fake('hccn_tool', '-i', '0', '-tls', '-g')[1]) == 0
+    conf = P.parse_hccn_conf((fake.root / 'etc' / 'hccn.conf').read_text())
+    assert conf[15]['address'] == '172.28.10.47'
+    smi = P.parse_npu_smi_info(fake('npu-smi', 'info')[1])
+    assert smi['a3'] and sorted(smi['chips']) == list(range(16)) and smi['processes'] == []
+    info = (fake.root / 'usr/local/Ascend/driver/version.info').read_text()
+    assert P.driver_version(info) == '25.2.0'
+    # the sh fast path's files say the same as the fake
+    assert (fake.root / 'var/lib/vllm-pd-lab/npu-out/3-link').read_text() == 'link status: UP\n'
+
+
+def test_exit_codes(fake):
+    assert fake('hccn_tool', '-i', '16', '-link', '-g')[:3:2] == (4, 'Get invalid device id.\n')
+    assert fake('hccn_tool', '-i', '0', '-gateway', '-g')[0] == 2
+    assert fake('hccn_tool', '-i', '0', '-bogus', '-g')[2] == 'Command execute failed!\n'
+
+
+def test_set_drives_every_output(fake):
+    fake('set', '2', 'link', 'DOWN', '3', 'conf_ip', '172.28.10.99', '4', 'tls', '1', '5', 'health', 'Alarm',
+         '6', 'processes', '[{"pid": 1, "mem": 37709}]', 'global', 'driver_version', '24.1.0')
+    assert P.parse_link(fake('hccn_tool', '-i', '2', '-link', '-g')[1]) == 'DOWN'
+    assert (fake.root / 'var/lib/vllm-pd-lab/npu-out/2-link').read_text() == 'link status: DOWN\n'
+    conf = P.parse_hccn_conf((fake.root / 'etc' / 'hccn.conf').read_text())
+    assert conf[3]['address'] == '172.28.10.99'
+    assert P.parse_ip(fake('hccn_tool', '-i', '3', '-ip', '-g')[1])['ipaddr'] == '172.28.10.35'
+    assert P.parse_tls(fake('hccn_tool', '-i', '4', '-tls', '-g')[1]) == 1
+    smi = P.parse_npu_smi_info(fake('npu-smi', 'info')[1])
+    assert smi['chips'][5]['health'] == 'Alarm'
+    assert [(p['phy_id'], p['pid']) for p in smi['processes']] == [(6, 1)]
+    assert P.driver_version((fake.root / 'usr/local/Ascend/driver/version.info').read_text()) == '24.1.0'
+    assert fake('set', '2', 'link', 'SIDEWAYS')[0] != 0
+
+
+def test_ping_refuses_off_lab_addresses(fake):
+    rc, out, err = fake('hccn_tool', '-i', '0', '-ping', '-g', 'address', '192.0.2.1')
+    assert rc == 1 and 'Command execute failed!' in err and 'PING' not in out
