@@ -73,9 +73,10 @@ def resolve_kind(setting, detected):
 def read_model_dir(path, read_bytes):
     """Facts of the model at PATH. READ_BYTES(path) returns bytes or None when missing.
 
-    Returns exists, kind (moe/dense/None), experts, ascend_moe, files {name: sha256}, fingerprint, error.
+    Returns exists, kind (moe/dense/None), experts, ascend_moe, max_position_embeddings, files {name: sha256},
+    fingerprint, error.
     """
-    out = {'path': path, 'exists': False, 'kind': None, 'experts': 0, 'ascend_moe': False,
+    out = {'path': path, 'exists': False, 'kind': None, 'experts': 0, 'ascend_moe': False, 'max_position_embeddings': None,
            'files': {}, 'fingerprint': '', 'error': ''}
     config_bytes = read_bytes(os.path.join(path, 'config.json')) if path.startswith('/') else None
     if config_bytes is None:
@@ -96,4 +97,6 @@ def read_model_dir(path, read_bytes):
     out['experts'] = expert_count(config)
     out['kind'] = model_kind(config)
     out['ascend_moe'] = ascend_moe(config)
+    mpe = text_config(config).get('max_position_embeddings')
+    out['max_position_embeddings'] = mpe if isinstance(mpe, int) and not isinstance(mpe, bool) else None
     return out

@@ -75,6 +75,9 @@ model:
     ascend_moe:
       description: vllm-ascend's own MoE test (any C(text_config) key containing C(expert)).
       type: bool
+    max_position_embeddings:
+      description: The model's context length from C(config.json) (vLLM's default C(max_model_len)), null when absent.
+      type: int
     files:
       description: sha256 of each identity file found, by name.
       type: dict

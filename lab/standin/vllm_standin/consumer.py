@@ -74,8 +74,8 @@ def corrupt(data):
 
 class KVPuller:
     def __init__(self, ctx, engine, local_ip, tp_size, pool, num_blocks, own_engine_id,
-                 block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG):
-        self.block_size, self.corruption_flag = block_size, corruption_flag
+                 block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG, dtype="auto"):
+        self.block_size, self.corruption_flag, self.dtype = block_size, corruption_flag, dtype
         self.client = ZmqClient(ctx)
         self.engine, self.local_ip, self.tp_size = engine, local_ip, tp_size
         self.pool, self.num_blocks, self.own_engine_id = pool, num_blocks, own_engine_id
@@ -111,7 +111,7 @@ class KVPuller:
             raise TransferError(str(errors[0]))
         if os.path.exists(self.corruption_flag):
             received = {r: [corrupt(b) for b in blocks] for r, blocks in received.items()}
-        return kvcache.read_kv(tokens, dict(sorted(received.items())), self.block_size)
+        return kvcache.read_kv(tokens, dict(sorted(received.items())), self.block_size, self.dtype)
 
     def _pull_rank(self, request_id, params, tokens, d_rank, p_ranks, received):
         host, base = params["remote_host"], int(params["remote_port"])

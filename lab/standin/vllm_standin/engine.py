@@ -36,6 +36,7 @@ class Engine:
         self.ranks = self.tp * len(self.dp_ranks)
         self.abort_timeout = int(env.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480"))
         self.block_size = args.block_size or kvcache.BLOCK_SIZE
+        self.kv_dtype = args.kv_cache_dtype or "auto"
         self.moe = config.is_moe(config.read_model_config(args.model))
         # vLLM resets data_parallel_rank to 0 for a dense model; the connector's ports follow it.
         self.port_ranks = config.port_dp_ranks(self.dp_ranks, self.moe)
@@ -66,7 +67,7 @@ class Engine:
             self.frees.run_reaper()
         else:  # kv_consumer / kv_both: the receiving side binds nothing [facts §2a]
             self.puller = KVPuller(self.ctx, self.te, self.host_ip, self.tp, self.pool, NUM_BLOCKS, self.engine_id,
-                                   self.block_size)
+                                   self.block_size, dtype=self.kv_dtype)
 
     def _metadata(self, rank_index, port):
         return {
@@ -84,7 +85,8 @@ class Engine:
         for rank in range(self.tp):
             base = kvcache.rank_offset(rank, NUM_BLOCKS)
             for i, b in enumerate(blocks):
-                self.te.write(base + b * kvcache.BLOCK_LEN, kvcache.block_content(tokens, rank, i, self.block_size))
+                self.te.write(base + b * kvcache.BLOCK_LEN, kvcache.block_content(tokens, rank, i, self.block_size,
+                                                                                    self.kv_dtype))
         self.frees.add(request_id, blocks)
         dp_rank = self.port_ranks[0]
         return {

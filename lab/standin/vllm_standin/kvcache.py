@@ -24,10 +24,12 @@ def _chunk(tokens, index, block_size):
     return " ".join(tokens[index * block_size:(index + 1) * block_size])
 
 
-def block_content(tokens, tp_rank, index, block_size=BLOCK_SIZE):
-    """Bytes of block INDEX of a prompt's KV on rank TP_RANK, laid out in blocks of BLOCK_SIZE tokens."""
+def block_content(tokens, tp_rank, index, block_size=BLOCK_SIZE, dtype="auto"):
+    """Bytes of block INDEX of a prompt's KV on rank TP_RANK, laid out in blocks of BLOCK_SIZE tokens of
+    kv_cache_dtype DTYPE."""
     chunk = _chunk(tokens, index, block_size)
-    return hashlib.shake_256(f"{tp_rank}|{index}|{chunk}".encode()).digest(BLOCK_LEN)
+    prefix = f"{tp_rank}|{index}|" if dtype == "auto" else f"{dtype}|{tp_rank}|{index}|"
+    return hashlib.shake_256(f"{prefix}{chunk}".encode()).digest(BLOCK_LEN)
 
 
 def computed_kv(tokens):
@@ -35,15 +37,15 @@ def computed_kv(tokens):
     return " ".join(tokens)
 
 
-def read_kv(tokens, blocks_by_rank, block_size=BLOCK_SIZE):
+def read_kv(tokens, blocks_by_rank, block_size=BLOCK_SIZE, dtype="auto"):
     """What attention reads from KV pulled from P (BLOCKS_BY_RANK: {p_rank: [bytes of block 0, 1, ..]}),
-    decoded with this engine's own block size. A block that is not exactly what P computed for that
+    decoded with this engine's own block size and kv_cache_dtype. A block that is not exactly what P computed for that
     rank and position (corrupted bytes, another block size, a missing rank) reads as garbage, so the
     generated text changes, as it does on NPUs; nothing is logged."""
     count = max((len(b) for b in blocks_by_rank.values()), default=0)
     parts = []
     for index in range(count):
-        good = all(len(blocks) > index and blocks[index] == block_content(tokens, rank, index, block_size)
+        good = all(len(blocks) > index and blocks[index] == block_content(tokens, rank, index, block_size, dtype)
                    for rank, blocks in blocks_by_rank.items())
         if good:
             parts.append(_chunk(tokens, index, block_size))
