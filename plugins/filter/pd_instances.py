@@ -209,6 +209,21 @@ def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=No
         raise AnsibleFilterError(str(exc))
 
 
+def group_ports(instance):
+    """The ports an instance's engine binds (only a prefill one binds): kv_port + (port rank) * tp + t."""
+    tp, start = int(instance["tp"]), int(instance["port_rank_start"])
+    base = int(instance["kv_port"])
+    return [base + (start + r) * tp + t for r in range(int(instance["dp_size_local"])) for t in range(tp)]
+
+
+def pd_group_text(instance):
+    """One line for people: the instance, its kv_port and its group per the plan."""
+    ports = group_ports(instance)
+    return "%s (%s, %s model): kv_port %s, tp %s, DP rank in the port formula %s -> group %d-%d" % (
+        instance["name"], instance["unit"], instance.get("model_kind", "moe"), instance["kv_port"], instance["tp"],
+        instance["port_rank_start"], min(ports), max(ports))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"pd_instances": pd_instances}
+        return {"pd_instances": pd_instances, "pd_group_text": pd_group_text}

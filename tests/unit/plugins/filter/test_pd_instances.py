@@ -105,3 +105,11 @@ def test_unknown_kind_matters_only_with_dp():
     assert one["port_rank_start"] == 0 and one["model_kind"] == "moe"
     with pytest.raises(ValueError, match="vllm_pd_model_kind=big"):
         engine_instances("prefill", 4, 1, [], 8100, kv_port=30000, model_kind="big")
+
+
+def test_group_text_names_the_plan():
+    from ansible_collections.vllm_pd.ascend.plugins.filter.pd_instances import group_ports, pd_group_text
+    moe, dense = (engine_instances("prefill", 4, 2, [1], 8100, kv_port=28002, model_kind=k)[0] for k in ("moe", "dense"))
+    assert group_ports(moe) == group_ports(dense) == [28006, 28007, 28008, 28009]
+    assert "prefill-dp1" in pd_group_text(dense) and "kv_port 28006" in pd_group_text(dense)
+    assert "group 28006-28009" in pd_group_text(moe) and "DP rank in the port formula 1" in pd_group_text(moe)
