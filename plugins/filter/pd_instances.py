@@ -16,7 +16,16 @@ description:
     runs one instance per listed rank (external DP, as vllm-ascend's external_dp guide launches it), with
     unit C(vllm-pd-KIND-dpR.service), API port O(api_port) + its index on the host, and
     C(--data-parallel-rank R --data-parallel-size-local 1).
-  - The Mooncake port group of an instance is C(kv_port + R*tp .. + tp - 1) for each rank R it serves.
+  - The Mooncake port group of an instance depends on the model kind (O(model_kind)), because vLLM resets
+    C(data_parallel_rank) to 0 for a dense (non-MoE) model and vllm-ascend derives the side channel port from it
+    (C(kv_port + data_parallel_rank * tp)).
+  - V(moe) (and any model with O(dp_size) 1) - each instance gets O(kv_port); its group is C(kv_port + R*tp .. + tp - 1)
+    for each rank R it serves.
+  - V(dense) with external DP - each listed rank R becomes an independent instance without C(--data-parallel-*)
+    options (vLLM's rule for non-MoE models), launched with C(--data-parallel-size 1) and its own kv_port
+    C(kv_port + R*tp), so its group C(kv_port + R*tp .. + tp - 1) never overlaps another instance's.
+  - V(dense) with internal DP and O(dp_size) > 1 on prefill is refused - every engine core would bind
+    C(kv_port .. + tp - 1).
   - NPUs are given out in order, O(tp_size) per rank; O(devices) lists the host's NPU ids to use
     (default C(0 ..)).
   - Input that cannot describe instances is an error naming the variable and the host.
@@ -62,6 +71,16 @@ options:
   hostname:
     description: Inventory name, used in error messages.
     type: str
+  kv_port:
+    description: The side's base kv_port (V(prefill_kv_port) or V(vllm_pd_kv_port)); 0 means not known yet.
+    type: int
+    default: 0
+  model_kind:
+    description:
+      - V(moe), V(dense), or V(unknown) (C(config.json) not readable and V(vllm_pd_model_kind) is V(auto)).
+      - V(unknown) is an error only where the kind decides the ports (O(dp_size) > 1).
+    type: str
+    default: moe
 """
 
 EXAMPLES = r"""
@@ -83,6 +102,11 @@ _value:
       C(--data-parallel-size), without the address and RPC port of rank 0, which come from facts).
     - C(runtime), C(container) (V(vllm-pd-NAME) for the container runtime, else null), C(container_engine)
       and C(container_image).
+    - C(kv_port) (the kv_port of this instance's C(--kv-transfer-config)), C(tp) (its tensor parallel size),
+      C(dp_size) (its C(--data-parallel-size)), C(port_rank_start) (the first C(data_parallel_rank) vLLM uses in the
+      port formula; 0 for an independent dense instance) and C(model_kind). The port group is
+      C(kv_port + (port_rank_start + i) * tp + t) for i < C(dp_size_local), t < C(tp). Every consumer (preflight,
+      listening and reachability checks, doctor) reads it from here.
   type: list
   elements: dict
 """
@@ -91,6 +115,7 @@ from ansible.errors import AnsibleFilterError
 
 KINDS = ("prefill", "decode")
 RUNTIMES = ("systemd", "container")
+MODEL_KINDS = ("moe", "dense", "unknown")
 
 
 def _int(value, what):
@@ -103,7 +128,7 @@ def _int(value, what):
 
 
 def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
-                     runtime="systemd", container_engine="podman", container_image=""):
+                     runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe"):
     """Instances of one kind on one host (see DOCUMENTATION). Raises ValueError naming the variable."""
     if kind not in KINDS:
         raise ValueError("engine kind %r is not one of %s" % (kind, ", ".join(KINDS)))
@@ -124,6 +149,21 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
         raise ValueError(where + "%s=%s has rank(s) %s outside 0-%d (vllm_pd_%s_dp_size=%d). Fix: use ranks "
                          "below the DP size" % (ranks_var, ranks, outside, dp - 1, kind, dp))
     ranks = sorted(ranks)
+    base_kv = _int(kv_port or 0, "%s_kv_port" % kind)
+    if model_kind not in MODEL_KINDS:
+        raise ValueError(where + "vllm_pd_model_kind=%s is not one of auto, moe, dense" % model_kind)
+    if dp > 1 and model_kind == "unknown":
+        raise ValueError(where + "vllm_pd_model_kind is auto but the model's config.json could not be read here, and with "
+                         "vllm_pd_%s_dp_size=%d the kind decides the kv_port groups (vLLM resets the DP rank of a dense "
+                         "model to 0). Fix: set vllm_pd_model_kind to moe or dense" % (kind, dp))
+    # vLLM: non-MoE DP ranks are independent engines with data_parallel_rank 0 (vllm/v1/engine/core.py).
+    independent = model_kind == "dense" and bool(ranks)
+    if model_kind == "dense" and dp > 1 and not ranks and kind == "prefill":
+        raise ValueError(where + "the model is dense and vllm_pd_prefill_dp_size=%d without vllm_pd_prefill_dp_ranks: vLLM "
+                         "runs each DP rank of a dense model as an independent engine with data_parallel_rank 0, so all of "
+                         "them would bind kv_port .. kv_port+%d (Address already in use). Fix: list the ranks in "
+                         "vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), or set "
+                         "vllm_pd_model_kind: moe if the model is MoE" % (dp, tp - 1))
     slots = [[r] for r in ranks] if ranks else [list(range(dp))]
     served = sum(len(s) for s in slots)
     npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(tp * served))
@@ -144,7 +184,13 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
             "dp_size_local": len(slot),
             "devices": [str(d) for d in npus[used:used + count]],
             "external": bool(ranks),
-            "dp_args": ["--data-parallel-rank", str(slot[0]), "--data-parallel-size-local", "1"] if ranks else [],
+            "dp_args": (["--data-parallel-rank", str(slot[0]), "--data-parallel-size-local", "1"]
+                        if ranks and not independent else []),
+            "dp_size": 1 if independent else dp,
+            "kv_port": base_kv + slot[0] * tp if independent else base_kv,
+            "port_rank_start": 0 if independent else slot[0],
+            "tp": tp,
+            "model_kind": "moe" if model_kind == "unknown" else model_kind,
             "runtime": runtime,
             "container": "vllm-pd-%s" % name if runtime == "container" else None,
             "container_engine": container_engine,
@@ -155,14 +201,29 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
 
 
 def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
-                 runtime="systemd", container_engine="podman", container_image=""):
+                 runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe"):
     try:
         return engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname or "this host",
-                                runtime, container_engine, container_image)
+                                runtime, container_engine, container_image, kv_port, model_kind)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
 
 
+def group_ports(instance):
+    """The ports an instance's engine binds (only a prefill one binds): kv_port + (port rank) * tp + t."""
+    tp, start = int(instance["tp"]), int(instance["port_rank_start"])
+    base = int(instance["kv_port"])
+    return [base + (start + r) * tp + t for r in range(int(instance["dp_size_local"])) for t in range(tp)]
+
+
+def pd_group_text(instance):
+    """One line for people: the instance, its kv_port and its group per the plan."""
+    ports = group_ports(instance)
+    return "%s (%s, %s model): kv_port %s, tp %s, DP rank in the port formula %s -> group %d-%d" % (
+        instance["name"], instance["unit"], instance.get("model_kind", "moe"), instance["kv_port"], instance["tp"],
+        instance["port_rank_start"], min(ports), max(ports))
+
+
 class FilterModule(object):
     def filters(self):
-        return {"pd_instances": pd_instances}
+        return {"pd_instances": pd_instances, "pd_group_text": pd_group_text}

@@ -50,6 +50,22 @@ CHECKS = {
                               'mount them (vllm_pd_container_run_options)'),
     'ShmTooSmall': ('npu', 'the engine container keeps a small /dev/shm', 'add --shm-size to the run options'),
     'MemlockLimited': ('npu', 'the engine container has a memlock limit', 'add --ulimit memlock=-1 to the run options'),
+    # P and D that fit together (pd_consistency, preflight phase 1)
+    'ModelMismatch': ('cluster', 'the model files (config.json, tokenizer) differ between engine hosts',
+                      'put the same model revision on every host of the cluster'),
+    'ServedModelNameMismatch': ('cluster', 'P and D serve different model names', 'set one vllm_pd_served_model_name'),
+    'DtypeMismatch': ('cluster', 'P and D run different --dtype', 'set one vllm_pd_dtype'),
+    'KvCacheDtypeMismatch': ('cluster', 'P and D store the KV cache in different dtypes', 'set one vllm_pd_kv_cache_dtype'),
+    'BlockSizeMismatch': ('cluster', 'P and D use different --block-size', 'set one vllm_pd_block_size'),
+    'MaxModelLenMismatch': ('cluster', 'D cannot hold the context P accepts', 'give D a max_model_len >= P'),
+    'QuantizationMismatch': ('cluster', 'P and D quantize differently', 'set one vllm_pd_quantization'),
+    'SpecDecodeMismatch': ('cluster', 'speculative decoding on one side only or different',
+                           'set one vllm_pd_speculative_config'),
+    'TpNotMultiple': ('cluster', "P's tp is not a multiple of D's tp", 'change vllm_pd_prefill_tp_size/decode_tp_size'),
+    'IntraRoceMissing': ('cluster', 'P and D share a host without HCCL_INTRA_ROCE_ENABLE=1',
+                         'set HCCL_INTRA_ROCE_ENABLE: "1" in vllm_pd_engine_env'),
+    'EngineEnvMismatch': ('cluster', 'an engine variable that must match differs across the cluster',
+                          'give it one value in group_vars'),
 }
 # A deployment cannot even be rendered past these.
 NOT_IGNORABLE = ('InventoryInvalid',)

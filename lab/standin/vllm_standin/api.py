@@ -30,8 +30,10 @@ def prebind(host, port):
     return sock
 
 
-def generate(tokens, max_tokens):
-    digest = hashlib.sha256(" ".join(tokens).encode()).digest() * 4
+def generate(tokens, max_tokens, kv):
+    """Greedy, deterministic text from the prompt and what attention read from the KV cache (KV: the
+    prompt itself when the KV is right), so a wrong transfer changes D's output like on NPUs."""
+    digest = b"".join(hashlib.sha256(f"{n}|{' '.join(tokens)}|{kv}".encode()).digest() for n in range(4))
     return [" " + VOCAB[b % len(VOCAB)] for b in digest[:max(1, max_tokens)]]
 
 
@@ -76,6 +78,7 @@ def build_app(engine, served_name, max_model_len):
         max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         params = body.get("kv_transfer_params") or {}
         out_params = None
+        kv = kvcache.computed_kv(tokens)
         if params.get("do_remote_decode") and engine.role == "kv_producer":
             out_params = engine.prefill_for_remote_decode(request_id, tokens)
             max_tokens = 1
@@ -85,12 +88,12 @@ def build_app(engine, served_name, max_model_len):
                 _params_log.warning("Got invalid KVTransferParams. params=%s.", params)
             else:
                 try:
-                    await asyncio.to_thread(engine.puller.pull, request_id, params, tokens)
+                    kv = await asyncio.to_thread(engine.puller.pull, request_id, params, tokens)
                 except (TransferError, RuntimeError) as e:
                     _kv_log.error("Failed to transfer KV cache for request %s: %s", request_id, e)
                     _serving_log.error("Request %s failed with an internal error during generation", request_id)
                     return _error(500, "Internal server error", "InternalServerError")
-        words = generate(tokens, max_tokens)
+        words = generate(tokens, max_tokens, kv)
         finish = "length"
         usage = {"prompt_tokens": len(tokens), "completion_tokens": len(words),
                  "total_tokens": len(tokens) + len(words), "prompt_tokens_details": None}

@@ -35,7 +35,7 @@ def _parser():
     s.add_argument("--kv-transfer-config")
     for flag, kind in (("--max-model-len", int), ("--gpu-memory-utilization", float), ("--block-size", int),
                        ("--max-num-seqs", int), ("--max-num-batched-tokens", int), ("--seed", int),
-                       ("--dtype", str), ("--quantization", str), ("--additional-config", str),
+                       ("--dtype", str), ("--quantization", str), ("--kv-cache-dtype", str), ("--additional-config", str),
                        ("--compilation-config", str), ("--tokenizer", str), ("--api-key", str),
                        ("--uvicorn-log-level", str), ("--distributed-executor-backend", str),
                        ("--speculative-config", str), ("--max-log-len", int)):

@@ -88,3 +88,36 @@ def handshake_ports(kv_port, dp_rank, tp_size, pp_size=1, pcp_size=1):
     """One port per worker: side_channel_port + (pp_rank*pcp + pcp_rank)*tp + tp_rank [facts §2a]."""
     base = side_channel_port(kv_port, dp_rank, tp_size, pp_size, pcp_size)
     return [base + i for i in range(tp_size * pp_size * pcp_size)]
+
+
+# vLLM ModelConfig.is_moe: the first of these keys of the text config above 0 (a list: element 0).
+EXPERT_KEYS = ("num_experts", "moe_num_experts", "n_routed_experts", "num_local_experts")
+
+
+def is_moe(model_config):
+    """vLLM's rule; None when there is no config (the lab model directory is missing)."""
+    if model_config is None:
+        return None
+    cfg = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else model_config
+    for key in EXPERT_KEYS:
+        if key in cfg:
+            value = cfg[key]
+            if isinstance(value, (list, tuple)):
+                value = value[0] if value else 0
+            return int(value or 0) > 0
+    return False
+
+
+def read_model_config(model):
+    try:
+        with open(f"{model}/config.json", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def port_dp_ranks(dp_ranks, moe):
+    """The data_parallel_rank each local DP engine uses in the port formula: vLLM keeps it for a MoE
+    model and resets it to 0 for a dense one (reconfigure_for_independent_dp_rank), so dense DP engines
+    on one host compute the same ports [ascend-node-facts §7]."""
+    return list(dp_ranks) if moe is not False else [0 for _unused in dp_ranks]

@@ -1,5 +1,6 @@
 """D side: REQ sockets that connect lazily to P's handshake ports (1 s timeouts, 3 tries)
 [facts §2b], then the KV pull through the transfer engine and done_recving_msg [facts §2d]."""
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -62,8 +63,19 @@ class ZmqClient:
         raise RuntimeError(f"Failed to receive data after {self.retries} retries")
 
 
+# Lab fixture kv_corruption (lab/tasks/kv_corruption.yml): while this file exists, the KV this D
+# receives is corrupted silently, as a hardware or layout fault would.
+CORRUPTION_FLAG = "/run/vllm-pd-lab/kv-corruption"
+
+
+def corrupt(data):
+    return bytes([data[0] ^ 0xFF]) + data[1:] if data else data
+
+
 class KVPuller:
-    def __init__(self, ctx, engine, local_ip, tp_size, pool, num_blocks, own_engine_id):
+    def __init__(self, ctx, engine, local_ip, tp_size, pool, num_blocks, own_engine_id,
+                 block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG, dtype="auto"):
+        self.block_size, self.corruption_flag, self.dtype = block_size, corruption_flag, dtype
         self.client = ZmqClient(ctx)
         self.engine, self.local_ip, self.tp_size = engine, local_ip, tp_size
         self.pool, self.num_blocks, self.own_engine_id = pool, num_blocks, own_engine_id
@@ -85,23 +97,29 @@ class KVPuller:
         return meta
 
     def pull(self, request_id, params, tokens):
-        """Pull every P rank's blocks of this request; raise TransferError naming the cause."""
+        """Pull every P rank's blocks of this request and return what attention reads from them
+        (kvcache.read_kv); raise TransferError naming the cause of a failed transfer."""
         p_tp = int(params.get("remote_ptp_size") or self.tp_size)
         ratio = max(1, p_tp // self.tp_size)
+        received = {}
         futures = [self._executor.submit(self._pull_rank, request_id, params, tokens, d_rank,
-                                         range(d_rank * ratio, (d_rank + 1) * ratio))
+                                         range(d_rank * ratio, (d_rank + 1) * ratio), received)
                    for d_rank in range(min(self.tp_size, p_tp))]
         errors = [f.exception() for f in futures]
         errors = [e for e in errors if e is not None]
         if errors:
             raise TransferError(str(errors[0]))
+        if os.path.exists(self.corruption_flag):
+            received = {r: [corrupt(b) for b in blocks] for r, blocks in received.items()}
+        return kvcache.read_kv(tokens, dict(sorted(received.items())), self.block_size, self.dtype)
 
-    def _pull_rank(self, request_id, params, tokens, d_rank, p_ranks):
+    def _pull_rank(self, request_id, params, tokens, d_rank, p_ranks, received):
         host, base = params["remote_host"], int(params["remote_port"])
         block_ids = params["remote_block_ids"][0]
         try:
             for p_rank in p_ranks:
-                self._pull_one(request_id, params, tokens, d_rank, p_rank, host, base + p_rank, block_ids)
+                received[p_rank] = self._pull_one(request_id, params, d_rank, p_rank, host, base + p_rank,
+                                                  block_ids)
         finally:
             # D always tells P it is done, even after a failure [facts §2d].
             for p_rank in p_ranks:
@@ -111,7 +129,7 @@ class KVPuller:
                 except RuntimeError:
                     pass
 
-    def _pull_one(self, request_id, params, tokens, d_rank, p_rank, host, port, block_ids):
+    def _pull_one(self, request_id, params, d_rank, p_rank, host, port, block_ids):
         start = time.monotonic()
         meta = self._metadata(params["remote_engine_id"], host, port)
         session = f"{host}:{meta['te_rpc_port']}"
@@ -125,11 +143,11 @@ class KVPuller:
                 _fail_log.error("Mooncake transfer failed for request. remote_request_id=%s, ret=%d.",
                                 params["remote_request_id"], ret)
                 raise TransferError(f"Mooncake transfer failed, ret: {ret}")
-            for i, off in enumerate(offsets):
-                if self.engine.read(off, kvcache.BLOCK_LEN) != kvcache.block_content(tokens, p_rank, i):
-                    raise TransferError(f"KV block {block_ids[i]} of P rank {p_rank} does not match the prompt")
+            # Like vLLM, D does not check what it pulled: the model reads it (kvcache.read_kv).
+            data = [self.engine.read(off, kvcache.BLOCK_LEN) for off in offsets]
         finally:
             self.pool.free(local)
         _log.info("KV cache transfer for request %s took %.2f ms. local_ip %s local_device_id %s "
                   "remote_session_id %s", request_id, (time.monotonic() - start) * 1000, self.local_ip,
                   d_rank, session)
+        return data

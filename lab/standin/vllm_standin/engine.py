@@ -35,10 +35,17 @@ class Engine:
         self.dp_ranks = list(range(args.dp_rank_start, args.dp_rank_start + args.dp_size_local))
         self.ranks = self.tp * len(self.dp_ranks)
         self.abort_timeout = int(env.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480"))
+        self.block_size = args.block_size or kvcache.BLOCK_SIZE
+        self.kv_dtype = args.kv_cache_dtype or "auto"
+        self.moe = config.is_moe(config.read_model_config(args.model))
+        # vLLM resets data_parallel_rank to 0 for a dense model; the connector's ports follow it.
+        self.port_ranks = config.port_dp_ranks(self.dp_ranks, self.moe)
         self.pool = kvcache.BlockPool(NUM_BLOCKS)
         self.ctx = zmq.Context()
 
     def start(self):
+        if self.moe is None:
+            _load_log.warning("%s/config.json not found: the lab stand-in treats the model as MoE", self.args.model)
         _sched_log.info("Initializing Mooncake Scheduler %s", self.engine_id)
         delay = float(self.env.get("VLLM_LAB_STARTUP_DELAY", "0"))
         time.sleep(delay)  # model load
@@ -54,18 +61,19 @@ class Engine:
                        self.ranks, self.engine_id)
         if self.role == "kv_producer":
             self.frees = producer.DelayedFrees(self.pool, self.tp, self.abort_timeout)
-            ports = [p for r in self.dp_ranks
+            ports = [p for r in self.port_ranks
                      for p in config.handshake_ports(self.kv_cfg["kv_port"], r, self.tp)]
             meta = [self._metadata(i, port) for i, port in enumerate(ports)]
             self.threads = producer.start_sending_threads(self.ctx, self.host_ip, ports, meta, self.frees.done)
             self.frees.run_reaper()
         else:  # kv_consumer / kv_both: the receiving side binds nothing [facts §2a]
-            self.puller = KVPuller(self.ctx, self.te, self.host_ip, self.tp, self.pool, NUM_BLOCKS, self.engine_id)
+            self.puller = KVPuller(self.ctx, self.te, self.host_ip, self.tp, self.pool, NUM_BLOCKS, self.engine_id,
+                                   self.block_size, dtype=self.kv_dtype)
 
     def _metadata(self, rank_index, port):
         return {
             "engine_id": self.engine_id, "te_rpc_port": self.te.rpc_port, "kv_group2layeridx": {0: [0]},
-            "block_size": kvcache.BLOCK_SIZE,
+            "block_size": self.block_size,
             "kv_caches_base_addr": [self.te.base_addr + kvcache.rank_offset(rank_index, NUM_BLOCKS)],
             "block_size_scale": 1, "num_blocks": NUM_BLOCKS, "block_lens": [kvcache.BLOCK_LEN],
             "block_strides": [kvcache.BLOCK_LEN], "local_ip": self.host_ip, "handshake_port": port,
@@ -74,14 +82,15 @@ class Engine:
 
     def prefill_for_remote_decode(self, request_id, tokens):
         """Fill the prompt's blocks on every local rank and delay their free [facts §2d]."""
-        n = kvcache.num_blocks_for(tokens)
+        n = kvcache.num_blocks_for(tokens, self.block_size)
         blocks = self.pool.allocate(n)
         for rank in range(self.tp):
             base = kvcache.rank_offset(rank, NUM_BLOCKS)
             for i, b in enumerate(blocks):
-                self.te.write(base + b * kvcache.BLOCK_LEN, kvcache.block_content(tokens, rank, i))
+                self.te.write(base + b * kvcache.BLOCK_LEN, kvcache.block_content(tokens, rank, i, self.block_size,
+                                                                                    self.kv_dtype))
         self.frees.add(request_id, blocks)
-        dp_rank = self.dp_ranks[0]
+        dp_rank = self.port_ranks[0]
         return {
             "do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [blocks],
             "remote_engine_id": self.engine_id, "remote_request_id": request_id,
@@ -89,7 +98,7 @@ class Engine:
             "remote_port": config.side_channel_port(self.kv_cfg["kv_port"], dp_rank, self.tp),
             "remote_pcp_size": 1, "remote_dcp_size": 1, "remote_ptp_size": self.tp,
             "last_token_id": 0, "remote_multi_nodes_meta_mapping": None, "num_prompt_blocks": n,
-            "remote_block_size": kvcache.BLOCK_SIZE,
+            "remote_block_size": self.block_size,
         }
 
 

@@ -16,14 +16,43 @@ def tokenize(prompt):
     return str(prompt).split() or [""]
 
 
-def num_blocks_for(tokens):
-    return max(1, -(-len(tokens) // BLOCK_SIZE))
+def num_blocks_for(tokens, block_size=BLOCK_SIZE):
+    return max(1, -(-len(tokens) // block_size))
 
 
-def block_content(tokens, tp_rank, index):
-    """Bytes of block INDEX of a prompt's KV on rank TP_RANK: same on P (writes) and D (verifies)."""
-    chunk = " ".join(tokens[index * BLOCK_SIZE:(index + 1) * BLOCK_SIZE])
-    return hashlib.shake_256(f"{tp_rank}|{index}|{chunk}".encode()).digest(BLOCK_LEN)
+def _chunk(tokens, index, block_size):
+    return " ".join(tokens[index * block_size:(index + 1) * block_size])
+
+
+def block_content(tokens, tp_rank, index, block_size=BLOCK_SIZE, dtype="auto"):
+    """Bytes of block INDEX of a prompt's KV on rank TP_RANK, laid out in blocks of BLOCK_SIZE tokens of
+    kv_cache_dtype DTYPE."""
+    chunk = _chunk(tokens, index, block_size)
+    prefix = f"{tp_rank}|{index}|" if dtype == "auto" else f"{dtype}|{tp_rank}|{index}|"
+    return hashlib.shake_256(f"{prefix}{chunk}".encode()).digest(BLOCK_LEN)
+
+
+def computed_kv(tokens):
+    """What attention reads from KV the engine computed itself: the prompt, whatever the layout."""
+    return " ".join(tokens)
+
+
+def read_kv(tokens, blocks_by_rank, block_size=BLOCK_SIZE, dtype="auto"):
+    """What attention reads from KV pulled from P (BLOCKS_BY_RANK: {p_rank: [bytes of block 0, 1, ..]}),
+    decoded with this engine's own block size and kv_cache_dtype. A block that is not exactly what P computed for that
+    rank and position (corrupted bytes, another block size, a missing rank) reads as garbage, so the
+    generated text changes, as it does on NPUs; nothing is logged."""
+    count = max((len(b) for b in blocks_by_rank.values()), default=0)
+    parts = []
+    for index in range(count):
+        good = all(len(blocks) > index and blocks[index] == block_content(tokens, rank, index, block_size, dtype)
+                   for rank, blocks in blocks_by_rank.items())
+        if good:
+            parts.append(_chunk(tokens, index, block_size))
+        else:
+            parts.append("?" + hashlib.sha256(b"".join(b[index] for b in blocks_by_rank.values()
+                                                       if len(b) > index)).hexdigest()[:16])
+    return " ".join(p for p in parts if p) if blocks_by_rank else "?missing"
 
 
 class BlockPool:

@@ -71,3 +71,45 @@ def test_the_plan_says_how_each_instance_runs():
     assert {(i["runtime"], i["container_engine"], i["container_image"]) for i in two} == {("container", "docker", "img:1")}
     with pytest.raises(ValueError, match="host h1: decode_runtime=docker is not one of systemd, container"):
         engine_instances("decode", 2, 1, [], 8200, hostname="h1", runtime="docker")
+
+
+def test_moe_instances_share_the_kv_port_and_bind_by_dp_rank():
+    two = engine_instances("prefill", 4, 2, [0, 1], 8100, kv_port=30000, model_kind="moe")
+    assert [(i["kv_port"], i["port_rank_start"], i["tp"], i["dp_size"]) for i in two] == [(30000, 0, 4, 2), (30000, 1, 4, 2)]
+    assert two[1]["dp_args"] == ["--data-parallel-rank", "1", "--data-parallel-size-local", "1"]
+
+
+def test_dense_external_dp_ranks_become_independent_instances_with_own_kv_ports():
+    two = engine_instances("prefill", 4, 2, [0, 1], 8100, kv_port=30000, model_kind="dense")
+    # vLLM resets data_parallel_rank to 0 for dense models: each instance has its own kv_port instead.
+    assert [(i["kv_port"], i["port_rank_start"], i["dp_size"], i["dp_args"]) for i in two] == [
+        (30000, 0, 1, []), (30004, 0, 1, [])]
+    groups = [set(range(i["kv_port"] + i["port_rank_start"] * 4, i["kv_port"] + i["port_rank_start"] * 4 + 4))
+              for i in two]
+    assert not groups[0] & groups[1]
+    assert all(i["model_kind"] == "dense" for i in two)
+
+
+def test_dense_internal_dp_on_prefill_is_refused_naming_the_fix():
+    with pytest.raises(ValueError, match="vllm_pd_prefill_dp_ranks"):
+        engine_instances("prefill", 4, 2, [], 8100, kv_port=30000, model_kind="dense")
+    # a consumer binds nothing, and dp 1 decides nothing
+    assert engine_instances("decode", 4, 2, [], 8200, kv_port=30100, model_kind="dense")[0]["dp_size"] == 2
+    assert engine_instances("prefill", 4, 1, [], 8100, kv_port=30000, model_kind="dense")[0]["kv_port"] == 30000
+
+
+def test_unknown_kind_matters_only_with_dp():
+    with pytest.raises(ValueError, match="set vllm_pd_model_kind to moe or dense"):
+        engine_instances("prefill", 4, 2, [0, 1], 8100, kv_port=30000, model_kind="unknown")
+    [one] = engine_instances("prefill", 4, 1, [], 8100, kv_port=30000, model_kind="unknown")
+    assert one["port_rank_start"] == 0 and one["model_kind"] == "moe"
+    with pytest.raises(ValueError, match="vllm_pd_model_kind=big"):
+        engine_instances("prefill", 4, 1, [], 8100, kv_port=30000, model_kind="big")
+
+
+def test_group_text_names_the_plan():
+    from ansible_collections.vllm_pd.ascend.plugins.filter.pd_instances import group_ports, pd_group_text
+    moe, dense = (engine_instances("prefill", 4, 2, [1], 8100, kv_port=28002, model_kind=k)[0] for k in ("moe", "dense"))
+    assert group_ports(moe) == group_ports(dense) == [28006, 28007, 28008, 28009]
+    assert "prefill-dp1" in pd_group_text(dense) and "kv_port 28006" in pd_group_text(dense)
+    assert "group 28006-28009" in pd_group_text(moe) and "DP rank in the port formula 1" in pd_group_text(moe)
