@@ -131,7 +131,7 @@ class Lab:
         out = set()
         for spec in self.host(host).socket.get_listening_sockets():
             if spec.startswith("tcp://"):
-                addr, _, port = spec[len("tcp://"):].rpartition(":")
+                addr, port = spec[len("tcp://"):].rsplit(":", 1)
                 out.add((addr.strip("[]"), int(port)))
         return out
 

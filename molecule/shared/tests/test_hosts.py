@@ -14,7 +14,7 @@ KIND = {"vllm_pd_prefill": ("vllm-pd-prefill.service", "kv_producer"),
 def engine(pd, name, group):
     """The running engine of UNIT as the kernel sees it: pid, environment, argv, --kv-transfer-config."""
     host, address = pd.host(name), pd.vars[name]["address"]
-    unit, _ = KIND[group]
+    unit = KIND[group][0]
     service = host.service(unit)
     assert service.is_running, f"{unit} is not active on {name}"
     pid = int(service.systemd_properties["MainPID"])
