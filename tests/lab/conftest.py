@@ -14,6 +14,11 @@ from nothing ~8 s with the image present), route-guards every lab address, and y
     lab.guard(addr)   raise unless ADDR routes via a local podman bridge with no gateway
     lab.ssh(host, cmd, check=True, timeout=120) -> CompletedProcess (text); root over SSH to the
                       data IP, guarded first; connections are multiplexed (one master per host)
+    lab.host(host)    a testinfra Host over the same guarded, multiplexed SSH (host.service,
+                      host.socket, host.file, host.process, host.podman ...); the route guard runs
+                      before every command it sends. Use it for host assertions; lab.ssh for actions
+                      and for what testinfra does not read (socket owners, journals, cgroups)
+    lab.listening(host) -> {(address, port)} of the host's listening TCP sockets (testinfra)
     lab.copy(host, src, dest)   put a local file into the container (podman cp, no network)
     lab.playbook(path, *args, check=True) -> CompletedProcess of ansible-playbook -i lab.inventory;
                       PATH relative to the repository (e.g. "playbooks/deploy_pd.yml")
@@ -35,6 +40,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import testinfra.host
+from testinfra.backend.ssh import SshBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
@@ -63,6 +70,16 @@ def _first_host(subnet):
     return str(next(ipaddress.ip_network(subnet).hosts()))
 
 
+class GuardedSsh(SshBackend):
+    """testinfra's ssh backend with the route guard in front of every command it sends."""
+
+    NAME = "lab-ssh"
+
+    def run_ssh(self, command):
+        guard(self.host.name)
+        return super().run_ssh(command)
+
+
 class Lab:
     guard = staticmethod(guard)
 
@@ -88,12 +105,35 @@ class Lab:
                           "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
                           "-o", "ControlMaster=auto", "-o", f"ControlPath={self._mux}/%C",
                           "-o", "ControlPersist=120"]
+        # the same options for testinfra, which passes "-F FILE" to ssh: one master per host for both
+        self._ssh_config = os.path.join(self._mux, "ssh_config")
+        with open(self._ssh_config, "w", encoding="utf-8") as f:
+            f.write("Host *\n" + "".join(f"  {o.split('=', 1)[0]} {o.split('=', 1)[1]}\n"
+                                         for o in self._ssh_opts[3::2]) + f"  IdentityFile {self.key}\n")
+        self._testinfra = {}
 
     def ssh(self, host, cmd, check=True, timeout=120):
         ip = self.hosts[host]["data_ip"]
         guard(ip)
         return subprocess.run(["ssh", *self._ssh_opts, f"root@{ip}", cmd],
                               capture_output=True, text=True, check=check, timeout=timeout)
+
+    def host(self, host):
+        ip = self.hosts[host]["data_ip"]
+        guard(ip)
+        if host not in self._testinfra:
+            # controlpersist=0: ControlMaster/ControlPath/ControlPersist come from the config file
+            self._testinfra[host] = testinfra.host.Host(
+                GuardedSsh(f"root@{ip}", ssh_config=self._ssh_config, controlpersist=0))
+        return self._testinfra[host]
+
+    def listening(self, host):
+        out = set()
+        for spec in self.host(host).socket.get_listening_sockets():
+            if spec.startswith("tcp://"):
+                addr, port = spec[len("tcp://"):].rsplit(":", 1)
+                out.add((addr.strip("[]"), int(port)))
+        return out
 
     def forget(self, host=None):
         for h in [host] if host else list(self.hosts):

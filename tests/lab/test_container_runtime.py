@@ -69,19 +69,19 @@ def test_container_runtime_end_to_end(clab):
     r = clab.playbook("playbooks/preflight.yml", check=False)
     assert r.returncode != 0
     assert "container lab-holder is not allowed" in r.stdout and "container:lab-holder" in r.stdout, r.stdout[-3000:]
-    assert clab.ssh(p, "podman inspect -f '{{.State.Running}}' lab-holder").stdout.strip() == "true"
+    assert clab.host(p).podman("lab-holder").is_running
 
     r = clab.playbook("playbooks/deploy_pd.yml", "-e", json.dumps({"vllm_pd_stop_services": ["container:lab-holder"]}))
-    assert clab.ssh(p, "podman inspect -f '{{.State.Running}}' lab-holder").stdout.strip() == "false"
-    recorded = [json.loads(line) for line in clab.ssh(p, "cat /etc/vllm-pd/stopped-services").stdout.splitlines()]
+    assert not clab.host(p).podman("lab-holder").is_running
+    recorded = [json.loads(line) for line in clab.host(p).file("/etc/vllm-pd/stopped-services").content_string.splitlines()]
     assert [(r["kind"], r["engine"], r["name"], r["active"]) for r in recorded] == [
         ("container", "podman", "lab-holder", True)], recorded
 
     # The engines are containers under their units, on the host's network.
     for host, kind in ((p, "prefill"), (d, "decode")):
-        assert clab.ssh(host, f"systemctl is-active vllm-pd-{kind}.service").stdout.strip() == "active"
-        ps = clab.ssh(host, "podman ps --format '{{.Names}} {{.Image}}'").stdout.split("\n")
-        assert f"vllm-pd-{kind} {ENGINE_IMAGE}" in ps, ps
+        assert clab.host(host).service(f"vllm-pd-{kind}.service").is_running
+        engine = clab.host(host).podman(f"vllm-pd-{kind}").inspect()
+        assert engine["State"]["Running"] and engine["ImageName"] == ENGINE_IMAGE, engine["ImageName"]
         env = clab.ssh(host, f"podman exec vllm-pd-{kind} printenv VLLM_HOST_IP HCCL_IF_IP GLOO_SOCKET_IFNAME").stdout
         assert env.split() == [clab.hosts[host]["data_ip"]] * 2 + ["data0"], env
 
@@ -98,7 +98,7 @@ def test_container_runtime_end_to_end(clab):
     assert set(re.findall(r"started listening on path: tcp://([\d.]+):\d+", plog)) == {p_ip}, plog[-2000:]
 
     # Every group port listens on VLLM_HOST_IP and belongs to the container, which is outside the unit.
-    cid = clab.ssh(p, "podman inspect -f '{{.Id}}' vllm-pd-prefill").stdout.strip()
+    cid = clab.host(p).podman("vllm-pd-prefill").id
     group = dict(state="listening", kv_port=KV_PORT, tp_size=TP, host_ip=p_ip, owner_unit="vllm-pd-prefill.service",
                  timeout=5)
     rc, res = module(clab, p, owner_container="vllm-pd-prefill", **group)
@@ -120,8 +120,8 @@ def test_container_runtime_end_to_end(clab):
     # stop_pd.yml stops the units, and with them the containers (ExecStop/ExecStopPost).
     clab.playbook("playbooks/stop_pd.yml", "-e", "vllm_pd_restore_services=true")
     for host in (p, d):
-        names = clab.ssh(host, "podman ps -a --format '{{.Names}}'").stdout.split()
+        names = [c.name for c in clab.host(host).podman.get_containers()]
         assert not [n for n in names if n.startswith("vllm-pd-")], names
     # the allowed container was started again
-    assert clab.ssh(p, "podman inspect -f '{{.State.Running}}' lab-holder").stdout.strip() == "true"
+    assert clab.host(p).podman("lab-holder").is_running
     clab.ssh(p, "podman rm -f -t 0 lab-holder")

@@ -50,14 +50,16 @@ def units(edp, host, pattern):
 
 
 def argv(edp, host, unit):
-    pid = edp.ssh(host, f"systemctl show -p MainPID --value {unit}").stdout.strip()
-    return edp.ssh(host, f"tr '\\0' '\\n' < /proc/{pid}/cmdline").stdout.splitlines()
+    h = edp.host(host)
+    pid = h.service(unit).systemd_properties["MainPID"]
+    return h.file(f"/proc/{pid}/cmdline").content.decode().split("\0")[:-1]
 
 
 def listeners(edp, host, unit):
-    """Ports listened on by the processes of UNIT (its cgroup), from ss."""
-    cgroup = edp.ssh(host, f"systemctl show -p ControlGroup --value {unit}").stdout.strip()
-    pids = set(edp.ssh(host, f"cat /sys/fs/cgroup/systemd{cgroup}/cgroup.procs").stdout.split())
+    """Ports listened on by the processes of UNIT (its cgroup), from ss (testinfra does not name owners)."""
+    h = edp.host(host)
+    cgroup = h.service(unit).systemd_properties["ControlGroup"]
+    pids = set(h.file(f"/sys/fs/cgroup/systemd{cgroup}/cgroup.procs").content_string.split())
     out = edp.ssh(host, "ss -Htlnp").stdout
     ports = set()
     for line in out.splitlines():
@@ -82,7 +84,7 @@ def test_each_dp_rank_runs_as_its_own_instance_and_kv_moves(edp):
             assert f"--port {api + rank}" in joined, words
             assert f"--data-parallel-size 2 --data-parallel-rank {rank} --data-parallel-size-local 1" in joined, words
             assert f"--data-parallel-address {ip}" in joined, words  # rank 0 of that side is on this host
-            env = edp.ssh(host, f"cat /etc/vllm-pd/{kind}-dp{rank}.env").stdout
+            env = edp.host(host).file(f"/etc/vllm-pd/{kind}-dp{rank}.env").content_string
             assert f"VLLM_HOST_IP={ip}" in env
             assert f"ASCEND_RT_VISIBLE_DEVICES={','.join(str(rank * TP + i) for i in range(TP))}" in env, env
     # Of the two groups (kv_port .. + dp*tp - 1), each P instance holds exactly its rank's tp ports.

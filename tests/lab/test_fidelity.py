@@ -56,8 +56,8 @@ class Units:
             time.sleep(0.5)
 
     def state(self, host, unit):
-        out = self.lab.ssh(host, f"systemctl show -p ActiveState -p Result -p ExecMainStatus {unit}").stdout
-        return dict(line.split("=", 1) for line in out.split())
+        props = self.lab.host(host).service(unit).systemd_properties
+        return {k: props[k] for k in ("ActiveState", "Result", "ExecMainStatus")}
 
     def wait_dead(self, host, unit, timeout=30):
         deadline = time.monotonic() + timeout

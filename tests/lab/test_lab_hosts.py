@@ -18,7 +18,12 @@ HTTP_GET = "python3 -c 'import urllib.request, sys; print(urllib.request.urlopen
 
 
 def listeners(lab, host, port):
+    """ss's lines for PORT, with the owning processes (testinfra's host.socket does not name owners)."""
     return lab.ssh(host, f"ss -Htlnp 'sport = :{port}'").stdout.strip()
+
+
+def port_free(lab, host, port):
+    return not [a for a, p in lab.listening(host) if p == port]
 
 
 def pairs(lab):
@@ -27,8 +32,10 @@ def pairs(lab):
 
 def test_systemd_is_pid1_and_running(lab):
     for h in lab.hosts:
-        r = lab.ssh(h, "ps -p 1 -o comm=; systemctl is-system-running", check=False)
-        assert r.stdout.split() in (["systemd", "running"], ["systemd", "degraded"]), (h, r.stdout)
+        host = lab.host(h)
+        assert host.process.get(pid=1).comm == "systemd", h
+        state = host.run("systemctl is-system-running").stdout.strip()
+        assert state in ("running", "degraded"), (h, state)
 
 
 def test_nics(lab):
@@ -64,9 +71,11 @@ def test_clusters_do_not_see_each_other(lab):
 
 def test_shm_and_tmp_are_tmpfs(lab):
     for h in lab.hosts:
-        out = lab.ssh(h, "findmnt -n -o FSTYPE /dev/shm; findmnt -n -o FSTYPE /tmp; "
-                         "df -k --output=size /dev/shm | tail -1")
-        assert out.stdout.split() == ["tmpfs", "tmpfs", str(256 * 1024)], (h, out.stdout)
+        host = lab.host(h)
+        assert host.mount_point("/dev/shm").filesystem == "tmpfs", h
+        assert host.mount_point("/tmp").filesystem == "tmpfs", h
+        size = host.run("df -k --output=size /dev/shm | tail -1").stdout.strip()
+        assert size == str(256 * 1024), (h, size)
 
 
 def test_ssh_login_is_a_logind_session(lab):
@@ -81,8 +90,8 @@ def test_conflict_service_answers_http_and_stops(lab):
     try:
         for addr, from_peer in (("", True), ("127.0.0.1", False), (lab.hosts[p]["data_ip"], True)):
             lab.fixtures(p, ["conflict_service"], lab_conflict_service_port=28005, lab_conflict_service_address=addr)
-            state = lab.ssh(p, "systemctl is-active grafana-server; systemctl is-enabled grafana-server")
-            assert state.stdout.split() == ["active", "enabled"]
+            grafana = lab.host(p).service("grafana-server")
+            assert grafana.is_running and grafana.is_enabled
             bound = listeners(lab, p, 28005)
             assert f"{addr or '0.0.0.0'}:28005 " in bound and "python3" in bound, bound
             local = f"http://{addr or '127.0.0.1'}:28005/"
@@ -93,10 +102,10 @@ def test_conflict_service_answers_http_and_stops(lab):
                              lab_conflict_service_address=lab.hosts[p]["data_ip"])
         assert lab.changed(again)[p] == 0
         lab.ssh(p, "systemctl stop grafana-server")
-        assert listeners(lab, p, 28005) == ""
+        assert port_free(lab, p, 28005)
     finally:
         lab.fixtures(p, state="absent")
-    assert lab.ssh(p, "systemctl cat grafana-server", check=False).returncode != 0
+    assert not lab.host(p).service("grafana-server").exists
 
 
 def test_conflict_process_lives_in_session_scope(lab):
@@ -104,16 +113,17 @@ def test_conflict_process_lives_in_session_scope(lab):
     try:
         first = lab.fixtures(p, ["conflict_process"], lab_conflict_process_port=28006)
         assert lab.changed(first)[p] == 1
-        pid = lab.ssh(p, "cat /run/vllm-pd-lab/conflict-process-28006.pid").stdout.strip()
+        pidfile = lab.host(p).file("/run/vllm-pd-lab/conflict-process-28006.pid")
+        pid = pidfile.content_string.strip()
         assert f"pid={pid}," in listeners(lab, p, 28006)
-        unit = lab.ssh(p, f"grep name=systemd /proc/{pid}/cgroup || cat /proc/{pid}/cgroup").stdout
+        unit = lab.host(p).file(f"/proc/{pid}/cgroup").content_string
         assert "/session-" in unit and ".service" not in unit, unit
         again = lab.fixtures(p, ["conflict_process"], lab_conflict_process_port=28006)
         assert lab.changed(again)[p] == 0
-        assert lab.ssh(p, "cat /run/vllm-pd-lab/conflict-process-28006.pid").stdout.strip() == pid
+        assert pidfile.content_string.strip() == pid
     finally:
         lab.fixtures(p, state="absent")
-    assert listeners(lab, p, 28006) == ""
+    assert port_free(lab, p, 28006)
 
 
 def test_residue_held_and_removed(lab):
@@ -124,18 +134,19 @@ def test_residue_held_and_removed(lab):
     try:
         assert lab.changed(lab.fixtures(d, ["residue"]))[d] == 1
         assert lab.changed(lab.fixtures(d, ["residue"]))[d] == 0
-        assert lab.ssh(d, "ls " + " ".join(files)).returncode == 0
-        pid = lab.ssh(d, "cat /run/vllm-pd-lab/residue-holder.pid").stdout.strip()
-        fds = lab.ssh(d, f"readlink /proc/{pid}/fd/*").stdout.split()
+        host = lab.host(d)
+        assert all(host.file(f).exists for f in files), [f for f in files if not host.file(f).exists]
+        pid = host.file("/run/vllm-pd-lab/residue-holder.pid").content_string.strip()
+        fds = lab.ssh(d, f"readlink /proc/{pid}/fd/*").stdout.split()   # open files: not a testinfra read
         assert "/dev/shm/mooncake_seg_0" in fds and "/tmp/mooncake_meta_0.json" in fds, fds
         assert "/dev/shm/ascend_hccl_0" not in fds
-        assert "/dev/shm/mooncake_seg_0" in lab.ssh(d, f"cat /proc/{pid}/maps").stdout
+        assert "/dev/shm/mooncake_seg_0" in host.file(f"/proc/{pid}/maps").content_string
         removed = lab.fixtures(d, state="absent")
         assert lab.changed(removed)[d] == 1
         assert lab.changed(lab.fixtures(d, state="absent"))[d] == 0
-        assert lab.ssh(d, "ls " + " ".join(files), check=False).returncode != 0
-        assert lab.ssh(d, f"kill -0 {pid}", check=False).returncode != 0
-        assert lab.ssh(d, "cat /tmp/mooncake_not_ours").stdout.strip() == "keep"
+        assert not any(host.file(f).exists for f in files), [f for f in files if host.file(f).exists]
+        assert not host.process.filter(pid=int(pid)), pid
+        assert host.file("/tmp/mooncake_not_ours").content_string.strip() == "keep"
     finally:
         lab.ssh(d, "rm -f /tmp/mooncake_not_ours")
         lab.fixtures(d, state="absent")
@@ -176,7 +187,7 @@ def test_lab_down_twice_then_up(lab):
     lab.up()
     print(f"lab up from nothing (image present): {time.monotonic() - t:.1f}s")
     for h in names:
-        assert lab.ssh(h, "systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded")
+        assert lab.host(h).run("systemctl is-system-running").stdout.strip() in ("running", "degraded")
 
 
 def test_gen_inventory_matches_lab_and_scales(tmp_path):
