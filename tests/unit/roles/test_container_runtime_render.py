@@ -108,3 +108,14 @@ def test_inventory_errors_of_the_container_runtime(tmp_path, hostvars, expected)
     errors = render(tmp_path, hostvars)
     assert any(e['text'].startswith(expected) for e in errors), errors
     assert all(e['cluster'] == 'c1' for e in errors)
+
+
+def test_guard_checks_the_ports_of_the_plan_for_a_dense_instance(tmp_path):
+    """A dense model's second DP instance has a kv_port of its own and vLLM's rank reset: the guard's group
+    starts at that kv_port (port_rank_start 0), not kv_port + dp_rank_start * tp."""
+    plan = {'prefill': [{'name': 'prefill-dp1', 'kv_port': 30002, 'dp_rank_start': 1, 'port_rank_start': 0,
+                         'dp_size_local': 1}], 'decode': []}
+    engine = dict(ENGINE, engine_name='prefill-dp1', engine_kv_port=30002)
+    render(tmp_path, {'p1': dict(COMMON, render_guard=True, vllm_pd_instances=plan, **engine), 'd1': dict(COMMON)})
+    group = json.loads((tmp_path / 'p1-guard-group.json').read_text())
+    assert group == {'kv_port': 30002, 'tp_size': 2, 'dp_rank_start': 0, 'dp_size_local': 1}
