@@ -177,7 +177,8 @@ def test_lab_down_twice_then_up(lab):
     names = list(lab.hosts)
     first = lab.playbook("playbooks/lab_down.yml")
     lab.forget()
-    assert lab.changed(first)["localhost"] == 1
+    changed = [t.split(" (")[0] for t in re.findall(r"^TASK \[(.*)\] \**\nchanged:", first.stdout, re.M)]
+    assert changed == ["Lab hosts down", "Remove the lab NPU networks"], first.stdout[-2000:]
     second = lab.playbook("playbooks/lab_down.yml")
     assert lab.changed(second)["localhost"] == 0
     left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "label=vllm-pd-lab=1"],
@@ -186,6 +187,7 @@ def test_lab_down_twice_then_up(lab):
     nets = subprocess.run(["podman", "network", "ls", "--format", "{{.Name}}"], capture_output=True, text=True,
                           check=True).stdout.split()
     assert not [n for n in nets if n.startswith("vllm-pd-") and any(n.endswith(h) for h in names)], nets
+    assert not [n for n in nets if n in {f"vllm-pd-npu-{c}" for c in lab.clusters}], nets
     t = time.monotonic()
     lab.up()
     print(f"lab up from nothing (image present): {time.monotonic() - t:.1f}s")
