@@ -22,7 +22,8 @@ from nothing ~8 s with the image present), route-guards every lab address, and y
     lab.ports(host)   -> {port} of the same sockets, whatever the address
     lab.unit(host, name) -> (UnitFileState, ActiveState) of a systemd unit, e.g. ("enabled", "active")
     lab.run(host, cmd, check=True) -> testinfra CommandResult (.rc .stdout .stderr) of an action on
-                      HOST, guarded like every testinfra command; check=True asserts rc 0
+                      HOST, guarded like every testinfra command; check=True asserts rc 0. testinfra
+                      raises RuntimeError when ssh cannot connect (rc 255), e.g. while a host restarts
     lab.owner(host, port) -> /proc/PID/cgroup of the process listening on PORT ("" when none):
                       which unit holds a port (ss names the pid, testinfra reads the cgroup)
     lab.record(host)  -> the JSON lines of /etc/vllm-pd/stopped-services as dicts, None when absent

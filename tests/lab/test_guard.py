@@ -44,13 +44,16 @@ def active(g, host, unit):
     """ActiveState of UNIT on HOST (testinfra); "" while HOST does not answer (restarting)."""
     try:
         return g.unit(host, unit)[1]
-    except AssertionError:
+    except (AssertionError, RuntimeError):  # testinfra: a failed command / ssh could not connect (rc 255)
         return ""
 
 
 def up(g, host):
-    """HOST answers over SSH (testinfra runs a no-op)."""
-    return g.run(host, "true", check=False).rc == 0
+    """HOST answers over SSH (testinfra runs a no-op; it raises RuntimeError when ssh cannot connect)."""
+    try:
+        return g.run(host, "true", check=False).rc == 0
+    except RuntimeError:
+        return False
 
 
 def request(g, tries=1):
@@ -61,8 +64,11 @@ def request(g, tries=1):
               f"headers={{'Content-Type': 'application/json'}})\n"
               f"assert b'text' in urllib.request.urlopen(req, timeout=30).read()\n")
     for _attempt in range(tries):
-        if g.run(P, "python3 -c " + shlex.quote(script), check=False).rc == 0:
-            return True
+        try:
+            if g.run(P, "python3 -c " + shlex.quote(script), check=False).rc == 0:
+                return True
+        except RuntimeError:  # ssh could not connect (P restarting)
+            pass
         time.sleep(2)
     return False
 
