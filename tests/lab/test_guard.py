@@ -178,6 +178,7 @@ def test_restart_while_a_foreign_process_holds_a_group_port_is_refused(g):
 
 def test_kill_9_of_prefill_restarts_it_and_requests_flow_again(g):
     assert request(g, tries=3)
+
     def main_pid():
         return g.host(P).service("vllm-pd-prefill").systemd_properties["MainPID"]
     before = main_pid()
