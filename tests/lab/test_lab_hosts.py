@@ -20,7 +20,7 @@ HTTP_GET = "python3 -c 'import urllib.request, sys; print(urllib.request.urlopen
 
 def listeners(lab, host, port):
     """ss's lines for PORT, with the owning processes (testinfra's host.socket does not name owners)."""
-    return lab.ssh(host, f"ss -Htlnp 'sport = :{port}'").stdout.strip()
+    return lab.run(host, f"ss -Htlnp 'sport = :{port}'").stdout.strip()
 
 
 def port_free(lab, host, port):
@@ -43,10 +43,12 @@ def test_nics(lab):
     for h, v in lab.hosts.items():
         default = lab.ssh(h, "ip -o route show default").stdout.split()
         assert default[:5] == ["default", "via", v["mgmt_gw"], "dev", "mgmt0"], (h, default)
-        assert f" inet {v['data_ip']}/" in lab.ssh(h, "ip -o -4 addr show dev data0").stdout
-        assert f" inet {v['mgmt_ip']}/" in lab.ssh(h, "ip -o -4 addr show dev mgmt0").stdout
-        docker0 = lab.ssh(h, "ip -o -4 addr show dev docker0; ip -o link show docker0").stdout
-        assert " inet 172.17.0.1/16 " in docker0 and ",UP" in docker0, (h, docker0)
+        host = lab.host(h)
+        assert v["data_ip"] in host.interface("data0", "inet").addresses, h
+        assert v["mgmt_ip"] in host.interface("mgmt0", "inet").addresses, h
+        assert "UP" in host.interface("docker0").link[0]["flags"], h
+        docker0 = lab.run(h, "ip -o -4 addr show dev docker0").stdout  # with the prefix: addresses has none
+        assert " inet 172.17.0.1/16 " in docker0, (h, docker0)
 
 
 def test_autodetection_picks_mgmt_ip(lab):
@@ -102,7 +104,7 @@ def test_conflict_service_answers_http_and_stops(lab):
         again = lab.fixtures(p, ["conflict_service"], lab_conflict_service_port=28005,
                              lab_conflict_service_address=lab.hosts[p]["data_ip"])
         assert lab.changed(again)[p] == 0
-        lab.ssh(p, "systemctl stop grafana-server")
+        lab.run(p, "systemctl stop grafana-server")
         assert port_free(lab, p, 28005)
     finally:
         lab.fixtures(p, state="absent")
@@ -131,7 +133,7 @@ def test_residue_held_and_removed(lab):
     d = lab.decode[0]
     files = ["/dev/shm/mooncake_seg_0", "/dev/shm/ascend_hccl_0", "/tmp/mooncake_meta_0.json",
              "/tmp/transfer_engine_0.log"]
-    lab.ssh(d, "echo keep > /tmp/mooncake_not_ours")   # residue the fixture did not create: must stay
+    lab.run(d, "echo keep > /tmp/mooncake_not_ours")   # residue the fixture did not create: must stay
     try:
         assert lab.changed(lab.fixtures(d, ["residue"]))[d] == 1
         assert lab.changed(lab.fixtures(d, ["residue"]))[d] == 0
@@ -149,7 +151,7 @@ def test_residue_held_and_removed(lab):
         assert not host.process.filter(pid=int(pid)), pid
         assert host.file("/tmp/mooncake_not_ours").content_string.strip() == "keep"
     finally:
-        lab.ssh(d, "rm -f /tmp/mooncake_not_ours")
+        lab.run(d, "rm -f /tmp/mooncake_not_ours")
         lab.fixtures(d, state="absent")
 
 
