@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-name: pd_fit
+name: pd_fit_findings
 short_description: Settings P and D launch with, and the findings when they do not fit together
 version_added: "1.0.0"
 description:

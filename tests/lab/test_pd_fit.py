@@ -13,7 +13,6 @@ Every container of both clusters is removed at the end.
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
