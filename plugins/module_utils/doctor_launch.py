@@ -56,6 +56,15 @@ def parse_launch(argv, environ):
     return out
 
 
+def _label(engine):
+    return '%s %s' % (engine['kind'], engine['host'])
+
+
+def _finding(message, a, b):
+    return {'name': 'KvConfigMismatch', 'message': '[KvConfigMismatch] ' + message,
+            'hosts': sorted(set([a['host'], b['host']]))}
+
+
 def _side(extra, kind):
     side = (extra or {}).get(kind) or {}
     return dict((k, side.get(k)) for k in ('tp_size', 'dp_size'))
@@ -67,24 +76,22 @@ def kv_extra_findings(engines):
     maps KV wrongly."""
     out = []
     have = [e for e in engines if e.get('kv_extra') is not None]
-    distinct = pd_consistency._first_of_each_value(have, lambda e: [_side(e['kv_extra'], 'prefill'),
-                                                                      _side(e['kv_extra'], 'decode')])
-    for other in distinct[1:]:
-        a = distinct[0]
-        out.append(pd_consistency._finding(
-            'KvConfigMismatch', 'kv_connector_extra_config: %s on %s, %s on %s. P and D must describe both sides the '
-            'same way. Fix: redeploy both from one inventory (playbooks/deploy_pd.yml)' % (
-                json.dumps(dict(prefill=_side(a['kv_extra'], 'prefill'), decode=_side(a['kv_extra'], 'decode')),
-                           sort_keys=True), pd_consistency._label(a),
-                json.dumps(dict(prefill=_side(other['kv_extra'], 'prefill'), decode=_side(other['kv_extra'], 'decode')),
-                           sort_keys=True), pd_consistency._label(other)), a, other))
+    distinct = {}
+    for e in have:  # one engine per distinct description, so N hosts with 2 values give one finding
+        both = dict(prefill=_side(e['kv_extra'], 'prefill'), decode=_side(e['kv_extra'], 'decode'))
+        distinct.setdefault(json.dumps(both, sort_keys=True), e)
+    described = list(distinct.items())
+    for text, other in described[1:]:
+        first_text, a = described[0]
+        out.append(_finding('kv_connector_extra_config: %s on %s, %s on %s. P and D must describe both sides the same '
+                            'way. Fix: redeploy both from one inventory (playbooks/deploy_pd.yml)' % (
+                                first_text, _label(a), text, _label(other)), a, other))
     for e in have:
         said = _side(e['kv_extra'], e['kind']).get('tp_size')
         if said is not None and str(said) != str(e['tp']):
-            out.append(pd_consistency._finding(
-                'KvConfigMismatch', 'kv_connector_extra_config.%s.tp_size is %s on %s, but it runs with tensor parallel '
-                'size %s. Fix: redeploy it (playbooks/deploy_pd.yml)' % (e['kind'], said, pd_consistency._label(e),
-                                                                          e['tp']), e, e))
+            out.append(_finding('kv_connector_extra_config.%s.tp_size is %s on %s, but it runs with tensor parallel '
+                                'size %s. Fix: redeploy it (playbooks/deploy_pd.yml)' % (e['kind'], said, _label(e), e['tp']),
+                                e, e))
     return out
 
 
