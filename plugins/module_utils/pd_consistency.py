@@ -238,8 +238,9 @@ def spec_decode_findings(engines):
     """Speculative decoding on both sides or neither (one-sided: D fails with 'list index out of range');
     the same method; D proposes at least as many tokens as P (ascend-node-facts §5: P 1, D >= 1)."""
     out = []
-    for p, d in _first_of_each_value(_pairs(engines), lambda pair: [pair[0]['settings'].get('speculative_config'),
-                                                                      pair[1]['settings'].get('speculative_config')]):
+    def both(pair):
+        return [pair[0]['settings'].get('speculative_config'), pair[1]['settings'].get('speculative_config')]
+    for p, d in _first_of_each_value(_pairs(engines), both):
         ps, ds = p['settings'].get('speculative_config'), d['settings'].get('speculative_config')
         problem = ''
         if (ps is None) != (ds is None):
@@ -294,9 +295,9 @@ def engine_env_findings(engines):
         distinct = _first_of_each_value(engines, lambda e, k=key: _env(e, k))
         for other in distinct[1:]:
             a = distinct[0]
+            values = (key, _env(a, key) or 'unset', _label(a), _env(other, key) or 'unset', _label(other))
             out.append(_finding(ENGINE_ENV_MISMATCH, '%s is %s on %s and %s on %s; it must be equal on P and D. Fix: set it '
-                                'once in vllm_pd_engine_env' % (key, _env(a, key) or 'unset', _label(a),
-                                                                  _env(other, key) or 'unset', _label(other)), a, other))
+                                'once in vllm_pd_engine_env' % values, a, other))
     return out
 
 

@@ -71,8 +71,8 @@ def test_the_earliest_signature_is_the_cause_not_the_last_exception():
 
 def test_across_hosts_the_journal_time_decides():
     # D cannot reach P's advertised address at 14:02; P is restarted and fails to bind at 14:05
-    c = with_logs(cluster(), 'd1', [D % ('02:00', 'E20261202 14:02:00.1 transfer_executor_base.cpp:321] '
-                                               'Failed to connect to target: 172.17.0.16:25482')])
+    connect = 'E20261202 14:02:00.1 transfer_executor_base.cpp:321] Failed to connect to target: 172.17.0.16:25482'
+    c = with_logs(cluster(), 'd1', [D % ('02:00', connect)])
     c = with_logs(c, 'p1', [P % ('05:00', 'zmq.error.ZMQError: Address already in use (addr=\'tcp://10.0.30.10:28002\')')])
     findings, clusters = diagnose(c)
     assert clusters[0]['root_cause']['check'] == 'LogConnectFailed'
