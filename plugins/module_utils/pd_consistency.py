@@ -238,8 +238,10 @@ def spec_decode_findings(engines):
     """Speculative decoding on both sides or neither (one-sided: D fails with 'list index out of range');
     the same method; D proposes at least as many tokens as P (ascend-node-facts §5: P 1, D >= 1)."""
     out = []
+
     def both(pair):
         return [pair[0]['settings'].get('speculative_config'), pair[1]['settings'].get('speculative_config')]
+
     for p, d in _first_of_each_value(_pairs(engines), both):
         ps, ds = p['settings'].get('speculative_config'), d['settings'].get('speculative_config')
         problem = ''
