@@ -18,6 +18,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import engine_env
+
 # The checked settings: name -> (vllm serve flag, type). Typed variables vllm_pd_NAME (per side
 # prefill_NAME / decode_NAME) render the flag; a flag in the extra args sets it too (it comes later
 # on the command line, so vLLM takes it).
@@ -305,12 +307,15 @@ def cluster_findings(engines):
     """Every finding of one cluster, rule by rule (see the module docstring for ENGINES)."""
     out = []
     for rule in (model_findings, equal_setting_findings, max_model_len_findings, spec_decode_findings, tp_findings,
-                 intra_roce_findings, engine_env_findings):
+                 intra_roce_findings, engine_env_findings, engine_env.transfer_timeout_findings):
         out += rule(engines)
     return out
 
 
 def split_ignored(findings, ignore):
-    """(failing, ignored) by finding name, as vllm_pd_ignore_checks lists them."""
+    """(failing, shown) by finding name, as vllm_pd_ignore_checks lists them: a finding marked
+    'warning' never fails, it is shown unless ignored; an ignored finding is shown, not failing."""
     ignore = set(ignore or [])
-    return [f for f in findings if f['name'] not in ignore], [f for f in findings if f['name'] in ignore]
+    failing = [f for f in findings if f['name'] not in ignore and not f.get('warning')]
+    shown = [f for f in findings if (f['name'] in ignore) != bool(f.get('warning'))]
+    return failing, shown
