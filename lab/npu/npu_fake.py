@@ -89,20 +89,39 @@ def render(state):
             "arch=%s\nos=linux\npath=/usr/local/Ascend/ascend-toolkit/%s/%s-linux\n"
             % (state["cann_version"], os.uname().machine, state["cann_version"], os.uname().machine),
     }
-    os.makedirs(path(CACHE), exist_ok=True)
-    for name in os.listdir(path(CACHE)):
-        os.remove(os.path.join(path(CACHE), name))
+    answers = {}
     for n in state["npus"]:
         for cmd in CACHED:
             out = _capture(hccn_tool, ["-i", str(n["id"]), cmd, "-g"], state)
             if out is not None:
-                files[os.path.join(CACHE, "%d%s" % (n["id"], cmd))] = out
+                answers["%d%s" % (n["id"], cmd)] = out
+    files.update((os.path.join(CACHE, name), text) for name, text in answers.items())
+    os.makedirs(path(CACHE), exist_ok=True)
     for p, text in files.items():
-        p = path(p)
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        with open(p + ".tmp", "w") as f:
+        replace_file(path(p), text)
+    # an answer that is now an error goes to the Python path; a file of another render is left alone
+    for name in os.listdir(path(CACHE)):
+        if name not in answers and not name.startswith(".") and name.lstrip("0123456789").startswith("-"):
+            try:
+                os.remove(os.path.join(path(CACHE), name))
+            except FileNotFoundError:
+                pass
+
+
+def replace_file(p, text):
+    """Write P whole or not at all, even while another render writes it too: readers (hccn_tool.sh's
+    cat, the NPU checks) see the old file or the new one, never an empty or half-written one."""
+    import tempfile  # pylint: disable=import-outside-toplevel  # here: the fake's queries start faster without it
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(p), prefix=".render-")
+    try:
+        with os.fdopen(fd, "w") as f:
             f.write(text)
-        os.replace(p + ".tmp", p)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def _capture(fn, argv, state):

@@ -78,3 +78,31 @@ def test_set_and_reset_say_changed_only_when_the_state_changes(fake):
 def test_ping_refuses_off_lab_addresses(fake):
     rc, out, err = fake('hccn_tool', '-i', '0', '-ping', '-g', 'address', '192.0.2.1')
     assert rc == 1 and 'Command execute failed!' in err and 'PING' not in out
+
+
+def test_renders_at_once_never_show_a_reader_an_empty_or_missing_answer(fake):
+    """Two renders at the same time (e.g. a fixture's set while lab_up renders) and a reader between
+    them: every read of a cached answer is whole (old or new), as hccn_tool.sh's cat needs."""
+    answer = fake.root / 'var' / 'lib' / 'vllm-pd-lab' / 'npu-out' / '1-ip'
+    env = dict(os.environ, VLLM_PD_LAB_NPU_STATE=str(fake.root / 'npu.json'), VLLM_PD_LAB_NPU_ROOT=str(fake.root))
+    loop = 'for _ in 1 2 3 4 5 6 7 8 9 10 11 12; do "$0" "$1" render || exit 1; done'
+    renders = [subprocess.Popen(["sh", "-c", loop, sys.executable, FAKE], env=env) for _worker in range(2)]
+    reads = []
+    while any(r.poll() is None for r in renders):
+        try:
+            reads.append(answer.read_text())
+        except FileNotFoundError:
+            reads.append('missing')
+    assert [r.wait() for r in renders] == [0, 0]  # no render failed on a file of the other
+    assert len(reads) > 10 and set(reads) == {'ipaddr:172.28.10.33\nnetmask:255.255.255.0\n'}, set(reads)
+    assert not [p.name for p in answer.parent.iterdir() if p.name.startswith('.')]  # no temporary file left
+
+
+def test_answers_of_npus_the_host_no_longer_has_are_removed(fake):
+    """A host made again with 8 NPUs instead of 16: hccn_tool.sh must not answer for NPU 12 from the old cache."""
+    cache = fake.root / 'var' / 'lib' / 'vllm-pd-lab' / 'npu-out'
+    assert (cache / '12-ip').exists()
+    (fake.root / 'npu.json').unlink()
+    assert fake('init', '8', '172.28.10.32', '255.255.255.0')[0] == 0
+    assert sorted({p.name.split('-')[0] for p in cache.iterdir()}, key=int) == [str(n) for n in range(8)]
+    assert fake('hccn_tool', '-i', '12', '-ip', '-g')[0] == 4
