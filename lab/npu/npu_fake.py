@@ -39,6 +39,14 @@ def load():
         return json.load(f)
 
 
+def commit(before, state):
+    """Save STATE when it differs from the JSON text BEFORE (CHANGED tells Ansible), then render its files."""
+    if json.dumps(state, sort_keys=True) != before:
+        save(state)
+        print("CHANGED")
+    render(state)
+
+
 def save(state):
     tmp = STATE + ".tmp"
     with open(tmp, "w") as f:
@@ -381,10 +389,7 @@ def main(argv):
         before = json.dumps(state, sort_keys=True)
         for i in range(0, len(argv), 3):
             set_field(state, argv[i], argv[i + 1], argv[i + 2])
-        if json.dumps(state, sort_keys=True) != before:
-            save(state)
-            print("CHANGED")
-        render(state)
+        commit(before, state)
         return 0
     if tool == "reset":
         # undo the fixtures: healthy NPUs, addresses kept; ends the processes `set` recorded as busy
@@ -397,10 +402,7 @@ def main(argv):
                         os.kill(int(p["pid"]), 15)
                     except OSError:
                         pass
-        if json.dumps(fresh, sort_keys=True) != before:
-            save(fresh)
-            print("CHANGED")
-        render(fresh)
+        commit(before, fresh)
         return 0
     if tool == "render":
         render(state)

@@ -66,6 +66,9 @@ CHECKS = {
                          'set HCCL_INTRA_ROCE_ENABLE: "1" in vllm_pd_engine_env'),
     'EngineEnvMismatch': ('cluster', 'an engine variable that must match differs across the cluster',
                           'give it one value in group_vars'),
+    # a warning only (the deploy goes on); ignoring it silences it
+    'TransferTimeoutShort': ('cluster', 'ASCEND_TRANSFER_TIMEOUT is not above 4.096 us * 2^HCCL_RDMA_TIMEOUT * '
+                             'HCCL_RDMA_RETRY_CNT', 'raise it, or drop it so vllm-ascend derives it'),
 }
 # A deployment cannot even be rendered past these.
 NOT_IGNORABLE = ('InventoryInvalid',)

@@ -12,7 +12,10 @@ Pure functions over plain data (the pd_doctor module's results).
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import doctor_logs
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_launch import cluster_fit_findings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_npu import npu_findings
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.pd_consistency import CHECK_NAMES as FIT_CHECKS
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import describe_holder
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import span
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY
@@ -20,7 +23,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import REMEDY
 STEPS = {
     0: 'inspection',
     1: 'VLLM_HOST_IP',
-    2: 'port group, NPU layer',
+    2: 'port group, NPU layer, P/D fit',
     3: 'reachability, MTU, logs, files',
 }
 # Within a step, checks are ordered by how directly they explain the failure.
@@ -28,8 +31,11 @@ CHECKS = (
     'HostUnreachable', 'AddressUnresolved', 'ClusterIncomplete',
     'EnvUnreadable', 'HostIpUnset', 'HostIpNotLocal', 'HostIpMismatch', 'AdvertisedUnreachable', 'HcclIfIp',
     'PortForeign', 'PortWrongAddress', 'PortClosed', 'PortWindow', 'PortMisleading',
-    'EngineDown', 'LogKvThreadFailed', 'LogBindFailed', 'ZmtpNotReachable', 'MtuMismatch', 'MtuPathBlocked',
-    'LogTransferFailed', 'LogForceFreed', 'ApiNotListening', 'ProxyDown', 'StaleFiles', 'MtuNotProbed',
+) + FIT_CHECKS + ('KvConfigMismatch', 'TransferTimeoutShort') + (
+    'EngineDown', 'LogKvThreadFailed', 'LogBindFailed', 'LogDeviceIpUnset', 'LogConfigConflict', 'LogVersionMismatch',
+    'LogNpuMemoryTaken', 'ZmtpNotReachable', 'MtuMismatch', 'MtuPathBlocked', 'LogConnectFailed', 'LogTransferTimeout',
+    'LogTransferFailed', 'LogSpecDecodeIndex', 'LogForceFreed', 'ApiNotListening', 'ProxyDown', 'StaleFiles',
+    'MtuNotProbed',
 )
 SEVERITIES = ('critical', 'error', 'warning', 'info')
 FAILING = ('critical', 'error')
@@ -209,13 +215,7 @@ def _group_findings(cl, name, eng):
     return out
 
 
-LOG_FIX = dict(
-    LogKvThreadFailed='a KV side-channel port could not be bound: see steps 1 and 2 (VLLM_HOST_IP, port group)',
-    LogBindFailed='the bind failed: a port of the group is taken (step 2) or VLLM_HOST_IP is not local (step 1)',
-    LogTransferFailed='D could not pull the KV blocks from P: see the reachability and port-group findings',
-    LogForceFreed='D never pulled the KV cache of these requests in time: D cannot reach P (advertised address, '
-                  'port group) or D is down',
-)
+LOG_FIX = doctor_logs.FIX
 
 
 def _engine_step3(cl, name, eng):
@@ -231,9 +231,13 @@ def _engine_step3(cl, name, eng):
                            'fix the cause in its log (journalctl -u %s), then systemctl start %s' % (
                                eng['unit'], eng['unit']), kind))
     for hint in eng.get('logs') or []:
-        out.append(finding(cl, name, 3, hint['check'], hint['severity'],
-                           '%s logged "%s" %d time(s)' % (eng['unit'], hint['text'], hint['count']),
-                           hint['lines'], LOG_FIX.get(hint['check'], ''), kind))
+        f = finding(cl, name, 3, hint['check'], hint['severity'],
+                    '%s logged "%s" %d time(s)' % (eng['unit'], hint['text'], hint['count']),
+                    (['first: ' + hint['first']] if hint.get('first') and hint['first'] not in hint['lines'] else [])
+                    + hint['lines'], LOG_FIX.get(hint['check'], ''), kind)
+        if 'first_index' in hint:  # doctor_logs.earliest_first orders the log findings by it
+            f.update(first_index=hint['first_index'], first_time=hint.get('first_time'))
+        out.append(f)
     if eng.get('active') and 'api_listening' in eng and not eng['api_listening']:
         out.append(finding(cl, name, 3, 'ApiNotListening', 'warning',
                            'the API port of %s does not listen (yet)' % eng['unit'],
@@ -267,6 +271,23 @@ def _mtu_findings(cl, name, host, hosts):
             out.append(finding(cl, name, 3, 'MtuNotProbed', 'info',
                                'path MTU to %s not probed' % peer['host'], [ping['output']],
                                'install iputils-ping to let the doctor probe the path MTU'))
+    return out
+
+
+def _fit_findings(cl, members, hosts):
+    """P/D fit of what the engines run (their argv and environment), by the preflight's rules."""
+    engines = []
+    for name in members:
+        for eng in (hosts[name].get('inspect') or {}).get('engines') or []:
+            engines.append(dict(host=name, kind=eng['kind'], launch=eng.get('launch'),
+                                address=(eng.get('env') or {}).get('VLLM_HOST_IP')
+                                or (hosts[name].get('address') or {}).get('address')))
+    out = []
+    for f in cluster_fit_findings(engines):
+        title, _sep, fix = f['message'][len('[%s] ' % f['name']):].partition('. Fix: ')
+        out.append(finding(cl, (f.get('hosts') or members)[0], 2, f['name'], 'warning' if f.get('warning') else 'error',
+                           title, ['read from the running engines (argv and environment): ' + ', '.join(f.get('hosts') or [])],
+                           fix or 'redeploy P and D from one inventory (the preflight checks they fit)'))
     return out
 
 
@@ -360,7 +381,9 @@ def diagnose(hosts):
                                   total=len(probes), status='ok' if probes and ok == len(probes) else
                                   ('partial' if ok else 'down')))
         fs += npu_findings(cl, members, hosts)
+        fs += _fit_findings(cl, members, hosts)
         fs.sort(key=lambda f: _order_key(f, order))
+        fs = doctor_logs.earliest_first(fs)  # the earliest log signature is the cause, not the last exception
         root = None
         for f in fs:
             if f['severity'] in FAILING:

@@ -10,20 +10,15 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import doctor_logs
+
 # The variables vLLM-Ascend and HCCL read to pick the inter-node address and NIC [facts §1].
 NET_ENV = ('VLLM_HOST_IP', 'HCCL_IF_IP', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'HCCL_SOCKET_IFNAME',
            'ASCEND_BASE_PORT', 'HOST_IP')
 
-# Engine log lines that point at a KV transfer problem (exact vLLM-Ascend text, docs/design.md).
-# (check, text, severity, kinds that log it)
-LOG_HINTS = (
-    ('LogKvThreadFailed', 'KV Cache sending/receiving thread failed to start.', 'critical', ('prefill', 'decode')),
-    ('LogBindFailed', 'Address already in use', 'critical', ('prefill', 'decode')),
-    ('LogBindFailed', 'Cannot assign requested address', 'critical', ('prefill', 'decode')),
-    ('LogTransferFailed', 'Failed to transfer KV cache for request', 'error', ('decode',)),
-    ('LogTransferFailed', 'Mooncake transfer failed', 'error', ('decode',)),
-    ('LogForceFreed', 'Force freed expired request:', 'error', ('prefill',)),
-)
+# Engine log lines that point at a KV transfer problem (exact vLLM-Ascend text, docs/design.md):
+# (check, text, severity, kinds that log it), in doctor_logs.
+LOG_HINTS = doctor_logs.SIGNATURES
 LOG_EVIDENCE = 3
 
 
@@ -118,19 +113,11 @@ def addresses_of(addrs, ifname, family='inet'):
 def scan_log(lines, kind, hints=LOG_HINTS, keep=LOG_EVIDENCE):
     """Match engine log lines against the hints of this kind of engine.
 
-    Returns [{check, text, severity, count, lines}] in the order of hints; lines are the last
-    `keep` matching lines (with the timestamp journalctl printed).
+    Returns [{check, text, severity, count, lines, first, first_index, first_time}] in the order of
+    hints; lines are the last `keep` matching lines (with the timestamp journalctl printed), first the
+    first one (doctor_logs.scan).
     """
-    found = {}
-    for line in lines or []:
-        for check, text, severity, kinds in hints:
-            if kind in kinds and text in line:
-                f = found.setdefault((check, text), dict(check=check, text=text, severity=severity, count=0,
-                                                         lines=[]))
-                f['count'] += 1
-                f['lines'] = (f['lines'] + [line.rstrip()])[-keep:]
-    order = [(c, t) for c, t, _s, _k in hints]
-    return [found[k] for k in order if k in found]
+    return doctor_logs.scan(lines, kind, keep, hints)
 
 
 def _tree(root, pids, parents):

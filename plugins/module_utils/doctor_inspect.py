@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import owners as owners_mod
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_launch import parse_launch
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.pd_model import read_model_dir
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_host import (
     container_pids, net_env, parse_env_file, parse_environ, parse_route_get, scan_log, unit_pids,
 )
@@ -161,6 +163,23 @@ def inspect_group(host, eng, address, pids, env, params):
                 windows=range_findings(ports, windows, ephemeral, reserved, extra))
 
 
+def read_launch(pids, first):
+    """The launch settings of the engine's 'vllm serve' process (FIRST tried first), with the facts of its
+    model read through that process's root (a container sees its own files), or None."""
+    for pid in [first] + [p for p in pids if p != first]:
+        raw = _read('%s/%d/cmdline' % (PROC, pid)) if pid else None
+        argv = [w.decode('utf-8', 'replace') for w in raw.rstrip(b'\0').split(b'\0')] if raw else []
+        launch = parse_launch(argv, parse_environ(_read('%s/%d/environ' % (PROC, pid))))
+        if launch is None:
+            continue
+        launch['pid'] = pid
+        if launch['model']:
+            launch['model_facts'] = read_model_dir(launch['model'],
+                                                   lambda path, pid=pid: _read('%s/%d/root%s' % (PROC, pid, path)))
+        return launch
+    return None
+
+
 def inspect_engine(host, eng, params, host_facts):
     show = host.unit_show(eng['unit'])
     active = show.get('ActiveState') == 'active'
@@ -187,7 +206,7 @@ def inspect_engine(host, eng, params, host_facts):
     out = dict(kind=eng['kind'], unit=eng['unit'], state=show, active=active, pid=pid, pids=pids,
                container=container,
                cmdline=host.info(pid).get('cmdline') if pid else None, env=env, env_file=file_env,
-               env_readable=env is not None or not pid)
+               env_readable=env is not None or not pid, launch=read_launch(pids, pid) if pid else None)
     lines, err = host.journal(eng['unit'], show.get('InvocationID'), params['log_lines'])
     out['logs'] = scan_log(lines, eng['kind'])
     out['log_error'] = err

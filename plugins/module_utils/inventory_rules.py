@@ -16,6 +16,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import engine_env
+
 KINDS = ("prefill", "decode")
 ROLLOUTS = ("parallel", "serial", "canary")
 RUNTIMES = ("systemd", "container")
@@ -44,6 +46,7 @@ PINNED_ENV = {
     "HCCL_SOCKET_IFNAME": "vllm_pd_interface (or vllm_pd_host_ip / vllm_pd_network)",
     "ASCEND_RT_VISIBLE_DEVICES": "prefill_devices / decode_devices",
     "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "vllm_pd_abort_request_timeout",
+    "VLLM_NIXL_ABORT_REQUEST_TIMEOUT": "vllm_pd_abort_request_timeout",
 }
 
 # Whole numbers >= 1; the ports also <= 65535.
@@ -71,7 +74,8 @@ VARIABLES = tuple(sorted(set(
     ("vllm_pd_cluster", "vllm_pd_model", "vllm_pd_host_ip", "vllm_pd_network", "vllm_pd_interface",
      "vllm_pd_stop_services", "vllm_pd_runtime", "vllm_pd_container_engine", "vllm_pd_proxy_enabled",
      "prefill_runtime", "decode_runtime", "prefill_container_engine", "decode_container_engine",
-     "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices")
+     "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
+     "vllm_pd_vllm_ascend_version")
     + PORT_VARS + COUNT_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
     + CONNECTION_VARS)))
 
@@ -285,6 +289,19 @@ def rule_numbers(view):
             elif var in PORT_VARS and n > 65535:
                 yield hfind(view, h, var, "%s=%d is outside the TCP ports 1-65535" % (var, n),
                             "choose a port below 65536")
+
+
+def rule_vllm_ascend_version(view):
+    """The release decides which abort-timeout variable the engines get (engine_env.abort_timeout_names)."""
+    for h in view.hosts:
+        raw = view.get(h, "vllm_pd_vllm_ascend_version")
+        if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+            continue
+        try:
+            engine_env.parse_version(raw)
+        except ValueError:
+            yield hfind(view, h, "vllm_pd_vllm_ascend_version", "vllm_pd_vllm_ascend_version=%s is not a vllm-ascend "
+                        "release" % show(raw), "write it as the release tag, e.g. v0.23.0 or v0.18.0rc1")
 
 
 def rule_stop_services(view):
@@ -630,7 +647,7 @@ def rule_proxy(view):
 # The order findings are reported in. Later cluster-wide checks (P/D consistency) go here.
 RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
-    rule_required, rule_numbers, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
+    rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
     rule_host_layout,
     rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy,
 ]

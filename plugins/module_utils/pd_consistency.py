@@ -18,6 +18,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import engine_env
+
 # The checked settings: name -> (vllm serve flag, type). Typed variables vllm_pd_NAME (per side
 # prefill_NAME / decode_NAME) render the flag; a flag in the extra args sets it too (it comes later
 # on the command line, so vLLM takes it).
@@ -236,8 +238,11 @@ def spec_decode_findings(engines):
     """Speculative decoding on both sides or neither (one-sided: D fails with 'list index out of range');
     the same method; D proposes at least as many tokens as P (ascend-node-facts §5: P 1, D >= 1)."""
     out = []
-    for p, d in _first_of_each_value(_pairs(engines), lambda pair: [pair[0]['settings'].get('speculative_config'),
-                                                                      pair[1]['settings'].get('speculative_config')]):
+
+    def spec_of(pair):
+        return [pair[0]['settings'].get('speculative_config'), pair[1]['settings'].get('speculative_config')]
+
+    for p, d in _first_of_each_value(_pairs(engines), spec_of):
         ps, ds = p['settings'].get('speculative_config'), d['settings'].get('speculative_config')
         problem = ''
         if (ps is None) != (ds is None):
@@ -292,9 +297,9 @@ def engine_env_findings(engines):
         distinct = _first_of_each_value(engines, lambda e, k=key: _env(e, k))
         for other in distinct[1:]:
             a = distinct[0]
+            values = (key, _env(a, key) or 'unset', _label(a), _env(other, key) or 'unset', _label(other))
             out.append(_finding(ENGINE_ENV_MISMATCH, '%s is %s on %s and %s on %s; it must be equal on P and D. Fix: set it '
-                                'once in vllm_pd_engine_env' % (key, _env(a, key) or 'unset', _label(a),
-                                                                  _env(other, key) or 'unset', _label(other)), a, other))
+                                'once in vllm_pd_engine_env' % values, a, other))
     return out
 
 
@@ -302,12 +307,15 @@ def cluster_findings(engines):
     """Every finding of one cluster, rule by rule (see the module docstring for ENGINES)."""
     out = []
     for rule in (model_findings, equal_setting_findings, max_model_len_findings, spec_decode_findings, tp_findings,
-                 intra_roce_findings, engine_env_findings):
+                 intra_roce_findings, engine_env_findings, engine_env.transfer_timeout_findings):
         out += rule(engines)
     return out
 
 
 def split_ignored(findings, ignore):
-    """(failing, ignored) by finding name, as vllm_pd_ignore_checks lists them."""
+    """(failing, shown) by finding name, as vllm_pd_ignore_checks lists them: a finding marked
+    'warning' never fails, it is shown unless ignored; an ignored finding is shown, not failing."""
     ignore = set(ignore or [])
-    return [f for f in findings if f['name'] not in ignore], [f for f in findings if f['name'] in ignore]
+    failing = [f for f in findings if f['name'] not in ignore and not f.get('warning')]
+    shown = [f for f in findings if (f['name'] in ignore) != bool(f.get('warning'))]
+    return failing, shown

@@ -19,14 +19,16 @@ description:
     variables from C(/proc/PID/environ) (and from the unit's environment file), lists the host's addresses,
     and on a prefill engine reads every port of the kv_port group with its listener, owner pid, unit and
     container, and the reserved windows the group must avoid. It also matches the engine's log lines of its
-    current invocation (C(journalctl)) against the known failure messages and reads the route and MTU towards
-    the peers, with C(ping -M do) at the path MTU when C(ping) is installed.
+    current invocation (C(journalctl)) against the known failure messages, reads the launch settings of its
+    C(vllm serve) process (argv, the engine variables P and D must share, the model files through the
+    process's root) and reads the route and MTU towards the peers, with C(ping -M do) when C(ping) is installed.
   - O(mode=probe) runs on a decode host. It checks the route to each prefill address and whether every port
     of the group answers the ZMTP greeting there (what the decode engine would dial).
   - O(mode=diagnose) runs on the controller. It turns the inspect and probe results of all hosts into
-    findings ordered as the field report says (1 VLLM_HOST_IP, 2 the port group, 3 reachability, MTU, logs,
-    stale files), names the first failing one per cluster the root cause and the others consequences, and
-    renders a summary table and an HTML report with an SVG topology picture.
+    findings ordered as the field report says (1 VLLM_HOST_IP, 2 the port group and whether the running P and D
+    fit together by the preflight's rules, 3 reachability, MTU, logs, stale files), the log findings by the time
+    their first line was logged (the earliest signature is the cause, not the last exception), names the first
+    failing one per cluster the root cause and the others consequences, and renders a summary and an HTML report.
 options:
   mode:
     description: Which part of the diagnosis to run (see the description).
@@ -194,7 +196,8 @@ engines:
       C(container) (C(id), C(pid), C(name) of O(engines[].container), or null),
       C(env) (address variables of the process, or null when no process runs), C(env_file) (same variables of
       the file), C(advertised) (C(address), C(source)), C(api_listening), C(logs) (matched hints with lines),
-      C(tail) (last log lines when the unit is not active), and for prefill C(group).
+      C(tail) (last log lines when the unit is not active), C(launch) (model, tp, settings, kv_extra, env, model_facts
+      of the C(vllm serve) process, or null), and for prefill C(group).
     - C(group) has C(ports), C(address), C(ok), C(closed), C(foreign), C(wrong_address), C(misleading),
       C(blocking) (holder records as in kv_port_group), C(engine_addresses) and C(windows) (range findings).
   returned: when mode is inspect

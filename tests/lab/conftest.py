@@ -19,6 +19,14 @@ from nothing ~8 s with the image present), route-guards every lab address, and y
                       before every command it sends. Use it for host assertions; lab.ssh for actions
                       and for what testinfra does not read (socket owners, journals, cgroups)
     lab.listening(host) -> {(address, port)} of the host's listening TCP sockets (testinfra)
+    lab.ports(host)   -> {port} of the same sockets, whatever the address
+    lab.unit(host, name) -> (UnitFileState, ActiveState) of a systemd unit, e.g. ("enabled", "active")
+    lab.run(host, cmd, check=True) -> testinfra CommandResult (.rc .stdout .stderr) of an action on
+                      HOST, guarded like every testinfra command; check=True asserts rc 0. testinfra
+                      raises RuntimeError when ssh cannot connect (rc 255), e.g. while a host restarts
+    lab.owner(host, port) -> /proc/PID/cgroup of the process listening on PORT ("" when none):
+                      which unit holds a port (ss names the pid, testinfra reads the cgroup)
+    lab.record(host)  -> the JSON lines of /etc/vllm-pd/stopped-services as dicts, None when absent
     lab.copy(host, src, dest)   put a local file into the container (podman cp, no network)
     lab.playbook(path, *args, check=True) -> CompletedProcess of ansible-playbook -i lab.inventory;
                       PATH relative to the repository (e.g. "playbooks/deploy_pd.yml")
@@ -134,6 +142,28 @@ class Lab:
                 addr, port = spec[len("tcp://"):].rsplit(":", 1)
                 out.add((addr.strip("[]"), int(port)))
         return out
+
+    def ports(self, host):
+        return {port for _addr, port in self.listening(host)}
+
+    def unit(self, host, name):
+        props = self.host(host).service(name).systemd_properties
+        return props.get("UnitFileState", ""), props.get("ActiveState", "")
+
+    def run(self, host, cmd, check=True):
+        h = self.host(host)
+        return h.run_expect([0], cmd) if check else h.run(cmd)
+
+    def owner(self, host, port):
+        pids = re.findall(r"pid=(\d+)", self.run(host, f"ss -Htlnp 'sport = :{port}'", check=False).stdout)
+        cgroup = self.host(host).file(f"/proc/{pids[0]}/cgroup") if pids else None
+        return cgroup.content_string if cgroup is not None and cgroup.exists else ""
+
+    def record(self, host, path="/etc/vllm-pd/stopped-services"):
+        f = self.host(host).file(path)
+        if not f.exists:
+            return None
+        return [json.loads(line) for line in f.content_string.splitlines() if line.strip()]
 
     def forget(self, host=None):
         for h in [host] if host else list(self.hosts):

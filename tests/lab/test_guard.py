@@ -41,7 +41,19 @@ def g(tmp_path_factory):
 
 
 def active(g, host, unit):
-    return g.ssh(host, f"systemctl is-active {unit}", check=False, timeout=60).stdout.strip()
+    """ActiveState of UNIT on HOST (testinfra); "" while HOST does not answer (restarting)."""
+    try:
+        return g.unit(host, unit)[1]
+    except (AssertionError, RuntimeError):  # testinfra: a failed command / ssh could not connect (rc 255)
+        return ""
+
+
+def up(g, host):
+    """HOST answers over SSH (testinfra runs a no-op; it raises RuntimeError when ssh cannot connect)."""
+    try:
+        return g.run(host, "true", check=False).rc == 0
+    except RuntimeError:
+        return False
 
 
 def request(g, tries=1):
@@ -52,22 +64,18 @@ def request(g, tries=1):
               f"headers={{'Content-Type': 'application/json'}})\n"
               f"assert b'text' in urllib.request.urlopen(req, timeout=30).read()\n")
     for _attempt in range(tries):
-        if g.ssh(P, "python3 -c " + shlex.quote(script), check=False).returncode == 0:
-            return True
+        try:
+            if g.run(P, "python3 -c " + shlex.quote(script), check=False).rc == 0:
+                return True
+        except RuntimeError:  # ssh could not connect (P restarting)
+            pass
         time.sleep(2)
     return False
 
 
-def group_holders(g):
-    """{port: 'users:(...)'} of the listeners on the group, from ss on P."""
-    out = g.ssh(P, "ss -Htlnp").stdout
-    held = {}
-    for line in out.splitlines():
-        f = line.split()
-        port = int(f[3].rsplit(":", 1)[1])
-        if port in GROUP:
-            held[port] = " ".join(f[5:])
-    return held
+def group_ports(g):
+    """The ports of the kv_port group that something listens on, on P (testinfra)."""
+    return g.ports(P) & set(GROUP)
 
 
 def test_nics_survive_a_container_restart(g):
@@ -75,13 +83,16 @@ def test_nics_survive_a_container_restart(g):
     subprocess.run(["podman", "restart", "-t", "5", D], check=True, capture_output=True)
     g.forget(D)
     deadline = time.time() + 60
-    while g.ssh(D, "true", check=False, timeout=15).returncode != 0:
+    while not up(g, D):
         assert time.time() < deadline, "pd-d9 did not come back"
         time.sleep(1)
-    links = g.ssh(D, "ip -o addr show").stdout
+    host = g.host(D)
     for nic in ("mgmt0", "data0"):
-        assert f" {nic} " in links, links
-    assert re.search(r" docker0\s+inet 172\.17\.0\.1/16", links), links
+        assert host.interface(nic).exists, nic
+    assert g.hosts[D]["data_ip"] in host.interface("data0").addresses
+    assert g.hosts[D]["mgmt_ip"] in host.interface("mgmt0").addresses
+    docker0 = g.run(D, "ip -o -4 addr show dev docker0").stdout  # the prefix too: addresses has none
+    assert re.search(r" docker0\s+inet 172\.17\.0\.1/16", docker0), docker0
     g.up()  # default route and mgmt0 filter again (they live in the netns only)
 
 
@@ -102,18 +113,23 @@ def test_unreachable_explicit_address_is_refused_before_any_start(g):
     assert m.groups()[:4] == (d_ip, "data0", mgmt, "mgmt0"), m.groups()
     assert float(m.group(6)) < 5
     for host in (P, D):
-        units = g.ssh(host, "systemctl list-units --plain --no-legend 'vllm-pd-prefill*' 'vllm-pd-decode*' "
+        # a listing (testinfra reads one named unit at a time): no engine or proxy unit of any name is active
+        units = g.run(host, "systemctl list-units --plain --no-legend 'vllm-pd-prefill*' 'vllm-pd-decode*' "
                             "'vllm-pd-proxy*'").stdout
         assert " active " not in units, f"{host}: {units}"
+    for host, unit in ((P, "vllm-pd-prefill.service"), (D, "vllm-pd-decode.service"), (P, "vllm-pd-proxy.service")):
+        assert active(g, host, unit) != "active", (host, unit)
 
 
 def test_deploy_installs_guarded_enabled_units(g):
     r = g.playbook("playbooks/deploy_pd.yml", check=False)
     assert r.returncode == 0, r.stdout[-5000:]
     for host, unit in ((P, "vllm-pd-prefill"), (D, "vllm-pd-decode"), (P, "vllm-pd-proxy")):
-        show = g.ssh(host, f"systemctl show -p ExecStartPre -p Restart -p UnitFileState -p StartLimitBurst {unit}").stdout
-        assert "start-guard" in show and "Restart=on-failure" in show and "UnitFileState=enabled" in show, show
-    assert "StartLimitBurst=5" in g.ssh(P, "systemctl show -p StartLimitBurst vllm-pd-prefill").stdout
+        props = g.host(host).service(unit).systemd_properties
+        assert "start-guard" in props["ExecStartPre"], props["ExecStartPre"]
+        assert (props["Restart"], props["UnitFileState"], props["ActiveState"]) == ("on-failure", "enabled", "active"), (
+            host, unit, props["Restart"], props["UnitFileState"], props["ActiveState"])
+    assert g.host(P).service("vllm-pd-prefill").systemd_properties["StartLimitBurst"] == "5"
 
 
 def test_start_waits_for_the_data_address(g):
@@ -140,13 +156,15 @@ def test_start_waits_for_the_data_address(g):
 def test_restart_while_a_foreign_process_holds_a_group_port_is_refused(g):
     g.playbook("playbooks/stop_pd.yml")
     g.fixtures(P, ["conflict_process"], lab_conflict_process_port=28006)
-    pid = g.ssh(P, "cat /run/vllm-pd-lab/conflict-process-28006.pid").stdout.strip()
+    host = g.host(P)
+    pid = host.file("/run/vllm-pd-lab/conflict-process-28006.pid").content_string.strip()
     try:
-        since = g.ssh(P, "date +%s").stdout.strip()
-        r = g.ssh(P, "systemctl restart vllm-pd-prefill", check=False)
-        assert r.returncode != 0
-        assert g.ssh(P, f"kill -0 {pid}", check=False).returncode == 0, "the guard touched the holder"
-        log = g.ssh(P, f"journalctl -u vllm-pd-prefill --since @{since} -o cat --no-pager").stdout
+        assert f"pid={pid}," in g.run(P, "ss -Htlnp 'sport = :28006'").stdout  # the fixture holds the port
+        since = host.check_output("date +%s")
+        r = g.run(P, "systemctl restart vllm-pd-prefill", check=False)
+        assert r.rc != 0
+        assert host.process.filter(pid=int(pid)), "the guard touched the holder"
+        log = g.run(P, f"journalctl -u vllm-pd-prefill --since @{since} -o cat --no-pager").stdout
         lines = [x for x in log.splitlines() if "vllm-pd start guard: refused" in x]
         assert lines, log
         line = lines[0]
@@ -160,14 +178,18 @@ def test_restart_while_a_foreign_process_holds_a_group_port_is_refused(g):
 
 def test_kill_9_of_prefill_restarts_it_and_requests_flow_again(g):
     assert request(g, tries=3)
-    before = g.ssh(P, "systemctl show -p MainPID --value vllm-pd-prefill").stdout.strip()
-    g.ssh(P, f"kill -9 {before}")
+
+    def main_pid():
+        return g.host(P).service("vllm-pd-prefill").systemd_properties["MainPID"]
+    before = main_pid()
+    assert before != "0" and g.host(P).process.filter(pid=int(before)), before
+    g.run(P, f"kill -9 {before}")
     deadline = time.time() + 90
     while True:
-        now = g.ssh(P, "systemctl show -p MainPID --value vllm-pd-prefill").stdout.strip()
+        now = main_pid()
         if now not in ("0", before) and active(g, P, "vllm-pd-prefill") == "active" and request(g):
             break
-        assert time.time() < deadline, g.ssh(P, "journalctl -u vllm-pd-prefill -n 30 -o cat").stdout
+        assert time.time() < deadline, g.run(P, "journalctl -u vllm-pd-prefill -n 30 -o cat").stdout
         time.sleep(2)
     # D was not restarted: it connects to P's new side channel lazily
     assert active(g, D, "vllm-pd-decode") == "active"
@@ -176,26 +198,27 @@ def test_kill_9_of_prefill_restarts_it_and_requests_flow_again(g):
 def test_reboot_of_p_with_an_enabled_allowed_holder(g):
     g.playbook("playbooks/stop_pd.yml")
     g.fixtures(P, ["conflict_service"])  # grafana-server.service, enabled, on 28005
-    assert g.ssh(P, "systemctl is-enabled grafana-server").stdout.strip() == "enabled"
+    assert g.unit(P, "grafana-server.service") == ("enabled", "active")
+    assert "grafana-server.service" in g.owner(P, 28005)
     r = g.playbook("playbooks/deploy_pd.yml", check=False)
     assert r.returncode == 0, r.stdout[-5000:]
     # the preflight stopped it and (issue 13 item 2) keeps it from starting at boot
-    assert g.ssh(P, "systemctl is-enabled grafana-server", check=False).stdout.strip() != "enabled"
+    assert g.unit(P, "grafana-server.service") == ("disabled", "inactive")
     subprocess.run(["podman", "restart", "-t", "5", P], check=True, capture_output=True)
     g.forget(P)
     deadline = time.time() + 120
     while True:
-        ok = g.ssh(P, "true", check=False, timeout=15).returncode == 0
-        if ok and active(g, P, "vllm-pd-prefill") == "active" and len(group_holders(g)) == 8 and request(g):
+        ok = up(g, P)
+        if ok and active(g, P, "vllm-pd-prefill") == "active" and len(group_ports(g)) == 8 and request(g):
             break
-        assert time.time() < deadline, (g.ssh(P, "journalctl -b -u vllm-pd-prefill -o cat -n 30", check=False).stdout
+        assert time.time() < deadline, (g.run(P, "journalctl -b -u vllm-pd-prefill -o cat -n 30", check=False).stdout
                                         if ok else "P did not come back")
         time.sleep(2)
-    held = group_holders(g)
-    assert sorted(held) == list(GROUP) and all("grafana" not in v for v in held.values()), held
-    assert active(g, P, "grafana-server") != "active"
+    assert sorted(group_ports(g)) == list(GROUP)
+    owners = {port: g.owner(P, port) for port in GROUP}
+    assert all("vllm-pd-prefill.service" in v and "grafana" not in v for v in owners.values()), owners
+    assert g.unit(P, "grafana-server.service") == ("disabled", "inactive")
     g.playbook("playbooks/stop_pd.yml", "-e", "vllm_pd_restore_services=true")
-    assert g.ssh(P, "systemctl is-enabled grafana-server").stdout.strip() == "enabled"
-    assert active(g, P, "grafana-server") == "active"
+    assert g.unit(P, "grafana-server.service") == ("enabled", "active")
     g.fixtures(P, state="absent")
     g.up()

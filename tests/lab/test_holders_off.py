@@ -7,8 +7,8 @@ service is lab/fixtures.yml conflict_service: a real grafana-server.service on P
 group; a socket unit systemd itself listens on is the second holder. Its containers are removed at the end.
 The container holder (restart policy) is test_holders_off_container.py.
 """
-import json
 import subprocess
+import time
 
 import pytest
 
@@ -34,15 +34,20 @@ def lab14(tmp_path_factory):
 
 
 def unit(lab, name, host=P):
-    """(is-enabled, is-active) of a unit on HOST."""
-    enabled = lab.ssh(host, f"systemctl is-enabled {name}", check=False).stdout.strip()
-    active = lab.ssh(host, f"systemctl is-active {name}", check=False).stdout.strip()
-    return enabled, active
+    """(UnitFileState, ActiveState) of a unit on HOST (testinfra)."""
+    return lab.unit(host, name)
 
 
 def record(lab):
-    r = lab.ssh(P, f"cat {RECORD}", check=False)
-    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()] if r.returncode == 0 else None
+    return lab.record(P, RECORD)
+
+
+def owner(lab, port, within=90):
+    """The cgroup of the process that listens on PORT on P, waiting up to WITHIN seconds for one."""
+    deadline = time.time() + within
+    while port not in lab.ports(P) and time.time() < deadline:
+        time.sleep(0.5)
+    return lab.owner(P, port)
 
 
 def deploy(lab):
@@ -65,11 +70,9 @@ def test_enabled_holder_is_stopped_disabled_and_restored_as_before(lab14):
     assert rec and rec[0]["name"] == "grafana-server.service" and rec[0]["enabled"] == "enabled"
     assert rec[0]["active"] is True and rec[0]["disable"] is True
     # a later start of the P engine is not disturbed (the holder stays off, the engine owns the group)
-    lab14.ssh(P, "systemctl restart vllm-pd-prefill.service")
-    owner = lab14.ssh(P, "for _ in $(seq 180); do pid=$(ss -Htlnp 'sport = :28005' | grep -o 'pid=[0-9]*' | head -1 "
-                         "| cut -d= -f2); [ -n \"$pid\" ] && break; sleep 0.5; done; cat /proc/$pid/cgroup",
-                      check=False).stdout
-    assert "vllm-pd-prefill.service" in owner, owner
+    lab14.run(P, "systemctl restart vllm-pd-prefill.service")
+    cgroup = owner(lab14, 28005)
+    assert "vllm-pd-prefill.service" in cgroup, cgroup
     assert unit(lab14, "vllm-pd-prefill.service")[1] == "active"
     assert unit(lab14, "grafana-server.service") == ("disabled", "inactive")
     restore(lab14)
@@ -88,17 +91,20 @@ SOCKET_UNITS = {
 def test_socket_held_by_systemd_is_stopped_and_disabled_and_restored(lab14):
     lab14.fixtures(P, state="absent")
     for path, text in SOCKET_UNITS.items():
-        lab14.ssh(P, f"printf '{text}' > {path}")
-    lab14.ssh(P, "systemctl daemon-reload && systemctl enable --now pdlab-echo.socket")
+        lab14.run(P, f"printf '{text}' > {path}")
+    lab14.run(P, "systemctl daemon-reload && systemctl enable --now pdlab-echo.socket")
     inv = lab14.inventory
     vars_file = f"{inv}/group_vars/cluster_lab14.yml"
     with open(vars_file, "w") as f:
         f.write("---\nvllm_pd_stop_services: [pdlab-echo.socket]\n")
     try:
         assert unit(lab14, "pdlab-echo.socket") == ("enabled", "active")
+        assert 28006 in lab14.ports(P)
         deploy(lab14)
         # stopped and disabled, else systemd would listen again at boot (sockets.target)
         assert unit(lab14, "pdlab-echo.socket") == ("disabled", "inactive")
+        cgroup = owner(lab14, 28006)  # the engine took the port systemd listened on
+        assert "vllm-pd-prefill.service" in cgroup, cgroup
         rec = record(lab14)
         assert rec and rec[0]["name"] == "pdlab-echo.socket" and rec[0]["enabled"] == "enabled", rec
         restore(lab14)
@@ -107,13 +113,13 @@ def test_socket_held_by_systemd_is_stopped_and_disabled_and_restored(lab14):
     finally:
         with open(vars_file, "w") as f:
             f.write("---\nvllm_pd_stop_services: [grafana-server.service]\n")
-        lab14.ssh(P, "systemctl disable --now pdlab-echo.socket; rm -f " + " ".join(SOCKET_UNITS)
+        lab14.run(P, "systemctl disable --now pdlab-echo.socket; rm -f " + " ".join(SOCKET_UNITS)
                   + "; systemctl daemon-reload", check=False)
 
 
 def test_disabled_but_running_holder_comes_back_running_and_still_disabled(lab14):
     lab14.fixtures(P, ["conflict_service"])
-    lab14.ssh(P, "systemctl disable grafana-server.service && systemctl start grafana-server.service")
+    lab14.run(P, "systemctl disable grafana-server.service && systemctl start grafana-server.service")
     assert unit(lab14, "grafana-server.service") == ("disabled", "active")
     deploy(lab14)
     assert unit(lab14, "grafana-server.service") == ("disabled", "inactive")

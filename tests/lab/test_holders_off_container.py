@@ -10,6 +10,7 @@ import json
 import re
 import shlex
 import subprocess
+import time
 
 import pytest
 
@@ -49,9 +50,13 @@ def test_allowed_container_with_restart_policy_is_recorded_and_restored(clab14):
     """podman 4.3 has no "update --restart": the policy stays, the module warns and records that it did not change
     it; the restore starts the container again and leaves its policy alone."""
     ip = clab14.hosts[P]["data_ip"]
-    clab14.ssh(P, "podman rm -f -t 0 lab-holder >/dev/null 2>&1; podman run -d --restart always --name lab-holder "
+    host = clab14.host(P)
+    clab14.run(P, "podman rm -f -t 0 lab-holder >/dev/null 2>&1; podman run -d --restart always --name lab-holder "
                   f"--net=host localhost/vllm-ascend-lab:latest python3 -m http.server --bind {ip} 28005")
-    clab14.ssh(P, "for i in $(seq 50); do ss -Htln 'sport = :28005' | grep -q . && exit 0; sleep 0.2; done; exit 1")
+    deadline = time.time() + 10
+    while (ip, 28005) not in clab14.listening(P):
+        assert time.time() < deadline, "lab-holder does not listen on 28005"
+        time.sleep(0.2)
     args = dict(kv_port=28002, tp_size=8, host_ip=ip, npu_count=8, stop_services=["container:lab-holder"], timeout=20)
     rc, res, _out = adhoc(clab14, P, **args)
     assert rc == 0, res.get("msg")
@@ -60,12 +65,14 @@ def test_allowed_container_with_restart_policy_is_recorded_and_restored(clab14):
         ("container", "podman", "lab-holder", "always", True)], off
     assert off[0]["restart_policy_changed"] is False
     # the policy is still "always" (the module's warning says so; the oneline output does not carry warnings)
-    assert clab14.ssh(P, "podman inspect -f '{{.HostConfig.RestartPolicy.Name}}' lab-holder").stdout.strip() == "always"
-    assert clab14.ssh(P, "podman inspect -f '{{.State.Running}}' lab-holder").stdout.strip() == "false"
-    clab14.ssh(P, "mkdir -p /etc/vllm-pd && printf '%s\\n' " + shlex.quote(json.dumps(off[0], sort_keys=True))
+    holder = host.podman("lab-holder")
+    assert holder.inspect()["HostConfig"]["RestartPolicy"]["Name"] == "always"
+    assert not holder.is_running
+    clab14.run(P, "mkdir -p /etc/vllm-pd && printf '%s\\n' " + shlex.quote(json.dumps(off[0], sort_keys=True))
                + " > /etc/vllm-pd/stopped-services")
+    assert clab14.record(P) == [off[0]]
     clab14.playbook("playbooks/stop_pd.yml", "-e", "vllm_pd_restore_services=true")
-    assert clab14.ssh(P, "podman inspect -f '{{.State.Running}} {{.HostConfig.RestartPolicy.Name}}' lab-holder"
-                      ).stdout.split() == ["true", "always"]
-    assert clab14.ssh(P, "test -e /etc/vllm-pd/stopped-services", check=False).returncode != 0
-    clab14.ssh(P, "podman rm -f -t 0 lab-holder")
+    assert holder.is_running
+    assert holder.inspect()["HostConfig"]["RestartPolicy"]["Name"] == "always"
+    assert not host.file("/etc/vllm-pd/stopped-services").exists
+    clab14.run(P, "podman rm -f -t 0 lab-holder")

@@ -76,8 +76,9 @@ def test_fidelity_healthy_npu_moves_kv_and_npu_smi_lists_the_engine(npu, units):
     assert code == "200", body
     dlog = units.wait_log(D, "lab-npu-d", r"KV cache transfer for request .* took", count=8)
     assert "HcclCommPrepare" not in dlog and "RanktablCheck" not in dlog
-    pid = npu.ssh(P, "systemctl show -p MainPID --value lab-npu-p").stdout.strip()
-    assert re.search(rf"\|\s+\d+\s+0\s+\|\s+{pid}\s+\|", npu.ssh(P, "npu-smi info").stdout)
+    pid = npu.host(P).service("lab-npu-p").systemd_properties["MainPID"]
+    assert pid != "0" and npu.host(P).process.filter(pid=int(pid)), pid
+    assert re.search(rf"\|\s+\d+\s+0\s+\|\s+{pid}\s+\|", npu.run(P, "npu-smi info").stdout)
 
 
 def preflight(npu, *extra):
@@ -109,7 +110,8 @@ def test_fixture_stops_the_preflight_with_its_finding(npu, fixture, host, index,
 
 
 def active_units(npu, host):
-    return npu.ssh(host, "systemctl list-units --plain --no-legend --state=active 'vllm-pd-*'").stdout
+    """The active vllm-pd-* units on HOST (a listing: testinfra reads one named unit at a time)."""
+    return npu.run(host, "systemctl list-units --plain --no-legend --state=active 'vllm-pd-*'").stdout
 
 
 def test_deploy_stops_before_engines_ignore_warns_doctor_names_it_removal_passes(npu, tmp_path):
@@ -127,8 +129,9 @@ def test_deploy_stops_before_engines_ignore_warns_doctor_names_it_removal_passes
         assert r.returncode == 0, r.stdout[-4000:]
         assert "WARNING NpuBusy (ignored by vllm_pd_ignore_checks): host pd-d10, NPU 4" in r.stdout
         assert "vllm-pd-decode.service" in active_units(npu, D)
+        assert npu.unit(D, "vllm-pd-decode.service") == ("enabled", "active")
         # the engines' own processes on their NPUs are not foreign: only the fixture's pid is named
-        assert re.search(r"\|\s+\d+\s+0\s+\|\s+\d+\s+\|", npu.ssh(D, "npu-smi info").stdout)
+        assert re.search(r"\|\s+\d+\s+0\s+\|\s+\d+\s+\|", npu.run(D, "npu-smi info").stdout)
         # the doctor on the running deployment: the NPU fault is the root cause
         report = tmp_path / "doctor.html"
         r = npu.playbook("playbooks/doctor.yml", "-e", f"vllm_pd_doctor_report={report}", check=False)

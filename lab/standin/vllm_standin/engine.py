@@ -87,8 +87,8 @@ class Engine:
         for rank in range(self.tp):
             base = kvcache.rank_offset(rank, NUM_BLOCKS)
             for i, b in enumerate(blocks):
-                self.te.write(base + b * kvcache.BLOCK_LEN, kvcache.block_content(tokens, rank, i, self.block_size,
-                                                                                    self.kv_dtype))
+                content = kvcache.block_content(tokens, rank, i, self.block_size, self.kv_dtype)
+                self.te.write(base + b * kvcache.BLOCK_LEN, content)
         self.frees.add(request_id, blocks)
         dp_rank = self.port_ranks[0]
         return {

@@ -62,17 +62,34 @@ def test_decode_engine_agrees_with_its_prefill_engines(pd, decode_name):
         assert e["kv_config"]["kv_connector_extra_config"] == theirs, f"D {e['kv_config']} vs P {p} {theirs}"
 
 
+def holders_before(text):
+    """{name: record} of /etc/vllm-pd/stopped-services (one JSON object a line, kv_port_group's holders_off):
+    the first record of a holder is its state before PD (later runs append nothing for it)."""
+    out = {}
+    for line in text.splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out.setdefault(rec["name"], rec)
+    return out
+
+
+def expected_unit_state(rec):
+    """(ActiveState, UnitFileState) an allowed unit holder has while PD runs: stopped, and disabled when the
+    preflight disabled it (it was enabled: a reboot would bring it back onto the group), else as it was."""
+    return "inactive", ("disabled" if rec.get("disable") else rec.get("enabled"))
+
+
 def test_allowed_services_were_stopped_and_recorded(pd, prefill_name):
     stopped = pd.vars[prefill_name]["expect"].get("stopped", [])
     if not stopped:
         pytest.skip("the scenario expects no stopped services")
     host = pd.host(prefill_name)
-    # one JSON object a line (kv_port_group's holders_off), read back by stop_pd.yml's restore
-    recorded = [json.loads(line)["name"] for line in
-                host.file("/etc/vllm-pd/stopped-services").content_string.splitlines() if line.strip()]
-    assert not set(stopped) - set(recorded), f"recorded {recorded}, expected {stopped}"
-    states = {s: host.service(s).systemd_properties["ActiveState"] for s in stopped}
-    assert set(states.values()) == {"inactive"}, states
+    records = holders_before(host.file("/etc/vllm-pd/stopped-services").content_string)
+    assert not set(stopped) - set(records), f"recorded {sorted(records)}, expected {stopped}"
+    for name in stopped:
+        rec, props = records[name], host.service(name).systemd_properties
+        assert rec["kind"] == "unit" and rec["active"] is True, rec
+        assert (props["ActiveState"], props["UnitFileState"]) == expected_unit_state(rec), (name, rec)
 
 
 def test_stale_files_no_process_held_are_gone(pd, pd_name):

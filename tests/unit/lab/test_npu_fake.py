@@ -66,6 +66,15 @@ def test_set_drives_every_output(fake):
     assert fake('set', '2', 'link', 'SIDEWAYS')[0] != 0
 
 
+def test_set_and_reset_say_changed_only_when_the_state_changes(fake):
+    assert fake('set', '2', 'link', 'DOWN')[1] == 'CHANGED\n'
+    assert fake('set', '2', 'link', 'DOWN')[1] == ''
+    assert fake('reset')[1] == 'CHANGED\n'
+    assert P.parse_link(fake('hccn_tool', '-i', '2', '-link', '-g')[1]) == 'UP'
+    assert (fake.root / 'var/lib/vllm-pd-lab/npu-out/2-link').read_text() == 'link status: UP\n'
+    assert fake('reset')[1] == ''
+
+
 def test_ping_refuses_off_lab_addresses(fake):
     rc, out, err = fake('hccn_tool', '-i', '0', '-ping', '-g', 'address', '192.0.2.1')
     assert rc == 1 and 'Command execute failed!' in err and 'PING' not in out

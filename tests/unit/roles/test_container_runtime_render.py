@@ -108,3 +108,33 @@ def test_inventory_errors_of_the_container_runtime(tmp_path, hostvars, expected)
     errors = render(tmp_path, hostvars)
     assert any(e['text'].startswith(expected) for e in errors), errors
     assert all(e['cluster'] == 'c1' for e in errors)
+
+
+def test_guard_checks_the_ports_of_the_plan_for_a_dense_instance(tmp_path):
+    """A dense model's second DP instance has a kv_port of its own and vLLM's rank reset: the guard's group
+    starts at that kv_port (port_rank_start 0), not kv_port + dp_rank_start * tp."""
+    plan = {'prefill': [{'name': 'prefill-dp1', 'kv_port': 30002, 'dp_rank_start': 1, 'port_rank_start': 0,
+                         'dp_size_local': 1}], 'decode': []}
+    engine = dict(ENGINE, engine_name='prefill-dp1', engine_kv_port=30002)
+    render(tmp_path, {'p1': dict(COMMON, render_guard=True, vllm_pd_instances=plan, **engine), 'd1': dict(COMMON)})
+    group = json.loads((tmp_path / 'p1-guard-group.json').read_text())
+    assert group == {'kv_port': 30002, 'tp_size': 2, 'dp_rank_start': 0, 'dp_size_local': 1}
+
+
+@pytest.mark.parametrize('version, names', [
+    ('v0.13.0', ['VLLM_NIXL_ABORT_REQUEST_TIMEOUT']),  # older releases read the NIXL name (#7140)
+    ('v0.23.0', ['VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT']),
+    ('', ['VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', 'VLLM_NIXL_ABORT_REQUEST_TIMEOUT']),  # release not given
+])
+def test_env_file_sets_the_abort_timeout_the_release_reads(tmp_path, version, names):
+    render(tmp_path, {'p1': dict(COMMON, render=True, **dict(ENGINE, engine_runtime='systemd', engine_abort_request_timeout=90,
+                                                             engine_vllm_ascend_version=version)), 'd1': dict(COMMON)})
+    env = (tmp_path / 'p1-vllm-pd.env').read_text().splitlines()
+    assert sorted(line for line in env if 'ABORT_REQUEST_TIMEOUT' in line.split('=')[0]) == ['%s=90' % n for n in names]
+
+
+def test_a_release_that_is_no_version_is_an_inventory_error(tmp_path):
+    errors = render(tmp_path, {'p1': dict(COMMON, vllm_pd_vllm_ascend_version='latest'), 'd1': dict(COMMON)})
+    assert [e['text'] for e in errors] == [
+        'cluster c1, host p1: vllm_pd_vllm_ascend_version=latest is not a vllm-ascend release. '
+        'Fix: write it as the release tag, e.g. v0.23.0 or v0.18.0rc1']

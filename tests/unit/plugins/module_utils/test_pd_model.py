@@ -34,7 +34,7 @@ def test_resolve_kind():
 
 
 def _reader(files):
-    return lambda path: files.get(path)
+    return files.get
 
 
 def test_read_model_dir_hashes_config_and_tokenizer_files():

@@ -215,6 +215,16 @@ def test_module_utils_list_holds_everything_the_guard_imports():
                 assert (m.group(1) or m.group(2)) + '.py' in G.MODULE_UTILS, (name, m.group(0))
 
 
+def test_the_engine_role_copies_exactly_the_module_utils_list():
+    """roles/engine/tasks/guard.yml loops over __engine_guard_module_utils: it must be G.MODULE_UTILS, else a
+    file the guard imports is missing on the host and every start of the engine fails (ImportError)."""
+    import yaml
+    with open(os.path.join(REPO_ROOT, 'roles', 'engine', 'vars', 'main.yml')) as f:
+        copied = yaml.safe_load(f)['__engine_guard_module_utils']
+    assert sorted(copied) == sorted(G.MODULE_UTILS)
+    assert len(copied) == len(set(copied))
+
+
 _ACCEPT_ONE = r'''
 import socket, sys, time
 s = socket.socket()

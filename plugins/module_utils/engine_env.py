@@ -1,0 +1,106 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine environment that depends on the installed vllm-ascend, and the transfer-timeout rule.
+
+Abort timeout (how long P keeps the KV blocks of a request D never pulled): the Mooncake connector
+reads VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT from v0.18.0 on, and VLLM_NIXL_ABORT_REQUEST_TIMEOUT in
+every release before it, v0.18.0rc1 included (vllm-ascend #7140, fixed by PR #8617; read in
+vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py of tags v0.18.0rc1 and v0.18.0).
+Setting only the other name leaves P on the 480 s default.
+
+Transfer timeout (Mooncake docs/source/design/transfer-engine/ascend_direct_transport.md, "Detailed
+Descriptions"): one RDMA retransmission waits 4.096 us * 2^HCCL_RDMA_TIMEOUT, HCCL_RDMA_RETRY_CNT
+times; ASCEND_TRANSFER_TIMEOUT (ms) should be slightly larger than their product, or a transfer is
+abandoned while the NIC still retries. vllm-ascend derives ASCEND_TRANSFER_TIMEOUT itself (product
++ 3000 ms, defaults 20 and 7) unless it is given (vllm_ascend/distributed/kv_transfer/utils/utils.py
+get_transfer_timeout_value), so only a given value can break the rule.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import re
+
+ABORT_MOONCAKE = 'VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT'
+ABORT_NIXL = 'VLLM_NIXL_ABORT_REQUEST_TIMEOUT'
+# The first release whose Mooncake connector reads ABORT_MOONCAKE (a final release: its rc1 did not).
+FIRST_MOONCAKE_ABORT = (0, 18, 0, 2, 0)
+STAGES = {'dev': 0, 'rc': 1, '': 2, 'post': 3}
+
+# vllm-ascend's defaults when the variables are not set (utils.py get_transfer_timeout_value).
+RDMA_TIMEOUT_DEFAULT = 20
+RDMA_RETRY_CNT_DEFAULT = 7
+TRANSFER_TIMEOUT_SHORT = 'TransferTimeoutShort'
+
+_VERSION = re.compile(r'^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:(rc|\.?post|\.?dev)(\d*))?$')
+
+
+def parse_version(text):
+    """'v0.18.0rc1' -> (0, 18, 0, 1, 1); 'v0.13.0' -> (0, 13, 0, 2, 0). ValueError if not a release.
+
+    The 4th item is the stage (dev 0, rc 1, final 2, post 3), so tuples sort like the releases.
+    """
+    m = _VERSION.match(str(text).strip())
+    if not m:
+        raise ValueError('%r is not a vllm-ascend release (e.g. v0.23.0 or v0.18.0rc1)' % (text,))
+    stage = STAGES[(m.group(5) or '').lstrip('.')]
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), stage, int(m.group(6) or 0))
+
+
+def abort_timeout_names(version):
+    """The abort-timeout variable(s) to set for VERSION (None or '' = unknown: both, so either release
+    reads it)."""
+    if version is None or str(version).strip() == '':
+        return [ABORT_MOONCAKE, ABORT_NIXL]
+    return [ABORT_MOONCAKE] if parse_version(version) >= FIRST_MOONCAKE_ABORT else [ABORT_NIXL]
+
+
+def _whole(env, key, default):
+    value = env.get(key)
+    if value is None or str(value).strip() == '':
+        return default, False
+    try:
+        return int(str(value).strip()), True
+    except ValueError:
+        raise ValueError('%s=%r is not a whole number' % (key, value))
+
+
+def retransmit_budget_ms(rdma_timeout, retry_cnt):
+    """How long the NIC keeps retrying one packet: 4.096 us * 2^HCCL_RDMA_TIMEOUT * HCCL_RDMA_RETRY_CNT, in ms."""
+    return 4.096 * (2 ** rdma_timeout) * retry_cnt / 1000.0
+
+
+def transfer_timeout_problem(env):
+    """A sentence when ENV (the engine environment from the inventory) breaks the Mooncake rule, else None."""
+    env = env or {}
+    try:
+        timeout, timeout_set = _whole(env, 'ASCEND_TRANSFER_TIMEOUT', None)
+        rdma, rdma_set = _whole(env, 'HCCL_RDMA_TIMEOUT', RDMA_TIMEOUT_DEFAULT)
+        retry, retry_set = _whole(env, 'HCCL_RDMA_RETRY_CNT', RDMA_RETRY_CNT_DEFAULT)
+    except ValueError as exc:
+        return '%s, so the transfer timeout cannot be checked' % exc
+    if not timeout_set:
+        return None  # vllm-ascend derives it from the other two with a 3000 ms margin
+    budget = retransmit_budget_ms(rdma, retry)
+    if timeout > budget:
+        return None
+    return ('ASCEND_TRANSFER_TIMEOUT=%d ms is not above the RDMA retransmission budget 4.096 us * 2^%d * %d = %d ms '
+            '(HCCL_RDMA_TIMEOUT %s, HCCL_RDMA_RETRY_CNT %s): a transfer is abandoned while the NIC still retries '
+            '(Mooncake ascend_direct_transport docs: set it slightly larger than the budget)' % (
+                timeout, rdma, retry, int(budget), rdma if rdma_set else 'unset, %d' % rdma,
+                retry if retry_set else 'unset, %d' % retry))
+
+
+def transfer_timeout_findings(engines):
+    """Warnings (not refusals): one per distinct environment that breaks the rule, naming the hosts."""
+    by_problem = {}
+    for e in engines:
+        problem = transfer_timeout_problem(e.get('env'))
+        if problem:
+            by_problem.setdefault(problem, []).append('%s %s' % (e['kind'], e['host']))
+    return [{'name': TRANSFER_TIMEOUT_SHORT, 'warning': True, 'hosts': sorted(set(h.split(' ', 1)[1] for h in where)),
+             'message': '[%s] %s: %s. Fix: raise ASCEND_TRANSFER_TIMEOUT above the budget or drop it from '
+                        'vllm_pd_engine_env (vllm-ascend then derives it with a 3000 ms margin)' % (
+                            TRANSFER_TIMEOUT_SHORT, ', '.join(where), problem)}
+            for problem, where in sorted(by_problem.items())]
