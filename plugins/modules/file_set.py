@@ -15,7 +15,8 @@ description:
   - Makes a set of directories and small text files as given (content, mode, owner) in one module run, writing
     only what differs; each file is replaced atomically (a temporary file in the same directory, then a rename).
   - The engine role installs the start guard with it (the runner, the collection's module_utils it runs and the
-    unit's configuration), which took one copy task per file before.
+    unit's configuration) together with the unit's systemd unit and environment file, which took one copy or
+    template task per file before.
   - A path that is a symlink, or a directory where a file is wanted (or the other way round), is refused;
     nothing is followed. Missing parents of a listed directory are created with its mode and owner.
 options:
@@ -35,7 +36,10 @@ options:
         type: path
         required: true
       content:
-        description: The whole content of the file (UTF-8 text).
+        description:
+          - The whole content of the file (UTF-8 text).
+          - Never shown (the option is C(no_log)), in the result, the invocation or a diff, so a file with secrets
+            (an environment file with tokens) can be written in the same call.
         type: str
         required: true
       mode:
@@ -115,7 +119,7 @@ def main():
             directories=dict(type='list', elements='path', default=[]),
             files=dict(type='list', elements='dict', default=[], options=dict(
                 path=dict(type='path', required=True),
-                content=dict(type='str', required=True, no_log=False),
+                content=dict(type='str', required=True, no_log=True),
                 mode=dict(type='raw'))),
             owner=dict(type='str', default='root'),
             group=dict(type='str', default='root'),
