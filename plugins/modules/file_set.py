@@ -147,7 +147,7 @@ def main():
         module.fail_json(msg=to_native(e), **result)
     except (IOError, OSError) as e:
         module.fail_json(msg='cannot read %s: %s' % (getattr(e, 'filename', '?'), to_native(e)), **result)
-    result['changed_paths'] = [e['path'] for e, _ in todo]
+    result['changed_paths'] = [e['path'] for e, dummy in todo]
     result['differences'] = dict((e['path'], d) for e, d in todo)
     result['changed'] = bool(todo)
     if module._diff:
