@@ -49,12 +49,11 @@ def test_deploy_rerun_restart_on_change_and_stop(two):
     # secrets stay out of the output: no env file line is printed
     assert "VLLM_HOST_IP=" not in r.stdout
 
-    before = {h: main_pid(lab, h, u) for h, u in ((P, "vllm-pd-prefill.service"), (D, "vllm-pd-decode.service"),
-                                                   (P2, "vllm-pd-prefill.service"))}
+    engines = ((P, "vllm-pd-prefill.service"), (D, "vllm-pd-decode.service"), (P2, "vllm-pd-prefill.service"))
+    before = {h: main_pid(lab, h, u) for h, u in engines}
     r = lab.playbook("playbooks/deploy_pd.yml")
     assert set(lab.changed(r).values()) == {0}, lab.changed(r)
-    assert {h: main_pid(lab, h, u) for h, u in ((P, "vllm-pd-prefill.service"), (D, "vllm-pd-decode.service"),
-                                                 (P2, "vllm-pd-prefill.service"))} == before
+    assert {h: main_pid(lab, h, u) for h, u in engines} == before
 
     # an edited env file is written back and restarts that engine only
     lab.ssh(P, "echo EXTRA=1 >> /etc/vllm-pd/prefill.env")
