@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from datetime import datetime, timedelta, timezone
 
 BOTH = ('prefill', 'decode')
 # (check, text, severity, kinds that log it)
@@ -64,7 +65,6 @@ CHECKS = tuple(dict.fromkeys(s[0] for s in SIGNATURES))
 
 # journalctl -o short-iso: 2026-12-02T14:03:04+0000 (short-iso-precise adds .ffffff)
 _STAMP = re.compile(r'^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(\.\d+)?([+-])(\d\d):?(\d\d)\s')
-_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
 
 
 def line_time(line):
@@ -72,14 +72,13 @@ def line_time(line):
     m = _STAMP.match(line or '')
     if not m:
         return None
-    year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
-    if not 1 <= month <= 12:
+    sign = 1 if m.group(8) == '+' else -1
+    try:
+        tz = timezone(sign * timedelta(hours=int(m.group(9)), minutes=int(m.group(10))))
+        stamp = datetime(*(int(m.group(i)) for i in range(1, 7)), tzinfo=tz)
+    except ValueError:  # month 13, hour 25, an offset of a day or more
         return None
-    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
-    days = (year - 1970) * 365 + (year - 1969) // 4 - (year - 1901) // 100 + (year - 1601) // 400
-    days += _DAYS_BEFORE_MONTH[month - 1] + (1 if leap and month > 2 else 0) + day - 1
-    offset = (int(m.group(9)) * 60 + int(m.group(10))) * 60 * (1 if m.group(8) == '+' else -1)
-    return days * 86400 + hour * 3600 + minute * 60 + second + float(m.group(7) or 0) - offset
+    return stamp.timestamp() + float(m.group(7) or 0)
 
 
 def scan(lines, kind, keep=3, signatures=SIGNATURES):

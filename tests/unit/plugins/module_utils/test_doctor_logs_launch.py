@@ -41,6 +41,8 @@ def test_line_time_reads_short_iso_with_its_offset():
     assert G.line_time('1970-01-01T00:00:01+0000 h u: x') == 1.0
     assert G.line_time('2024-03-01T00:00:00+0000 h u: x') - G.line_time('2024-02-28T00:00:00+0000 h u: x') == 2 * 86400
     assert G.line_time('ERROR 12-02 14:03:09 [x.py:1] no journal stamp') is None
+    assert G.line_time('2026-12-02T14:03:04.250000+0000 h u: x') - G.line_time('2026-12-02T14:03:04+0000 h u: x') == 0.25
+    assert G.line_time('2026-13-02T14:03:04+0000 h u: x') is None  # no such month: not a journal stamp
 
 
 def test_scan_keeps_the_first_line_of_each_signature():
