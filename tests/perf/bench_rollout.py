@@ -37,7 +37,11 @@ def playbook(inv, name, *args, env=None):
     r = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inv, os.path.join(ROOT, name), *args],
                        capture_output=True, text=True, cwd=ROOT, check=False, env={**os.environ, **(env or {})})
     if r.returncode != 0:
-        sys.exit(f"{name} {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-1000:]}")
+        # the whole output in a file: the failing host's task is often far above the recap
+        fd, log = tempfile.mkstemp(prefix="bench-failed-", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(r.stdout + r.stderr)
+        sys.exit(f"{name} {' '.join(args)} failed (whole output in {log}):\n{r.stdout[-3000:]}\n{r.stderr[-1000:]}")
     return time.monotonic() - start
 
 
