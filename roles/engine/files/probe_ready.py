@@ -1,23 +1,54 @@
+import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
-# probe_ready.py UNIT URL WINDOW: poll URL every 0.25 s for up to WINDOW seconds within this one call
-# (one SSH round trip), and stop at once when the engine answers 200 or its unit is no longer running.
-unit, url, window = sys.argv[1], sys.argv[2], float(sys.argv[3])
-deadline = time.monotonic() + window
-while True:
+# probe_ready.py UNIT URL WINDOW [MODELS_URL]: poll URL every 0.25 s for up to WINDOW seconds within this
+# one call (one SSH round trip), and stop at once when the engine answers 200 or its unit is no longer
+# running. Once URL answers 200, MODELS_URL (/v1/models) must answer 200 listing a model: checked in the
+# same call, a module run less per engine (issue 16). Prints one line: ready, dead, unlisted: WHY (the
+# engine is up but lists no model; final), or starting: WHY (poll again).
+
+
+def models_problem(url):
+    """None when url answers 200 with a non-empty data list, else what is wrong."""
     try:
-        with urllib.request.urlopen(url, timeout=3) as r:
-            print("ready" if r.status == 200 else "http-%d" % r.status)
-            sys.exit(0)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return "GET %s answered HTTP %d" % (url, exc.code)
     except Exception as exc:  # pylint: disable=broad-except
-        state = subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True, check=False).stdout.strip()
-        if state in ("failed", "inactive"):
-            print("dead")
-            sys.exit(0)
-        if time.monotonic() >= deadline:
-            print("starting: %s (%s)" % (exc, state))
-            sys.exit(0)
-    time.sleep(0.25)
+        return "GET %s failed: %s" % (url, exc)
+    try:
+        data = json.loads(body).get("data")
+    except (ValueError, AttributeError):
+        data = None
+    return None if isinstance(data, list) and data else "GET %s listed no model: %s" % (url, body[:200])
+
+
+def main(argv):
+    unit, url, window = argv[1], argv[2], float(argv[3])
+    models = argv[4] if len(argv) > 4 else None
+    deadline = time.monotonic() + window
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=3) as r:
+                status = r.status
+        except Exception as exc:  # pylint: disable=broad-except
+            state = subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True, check=False).stdout.strip()
+            if state in ("failed", "inactive"):
+                return "dead"
+            if time.monotonic() >= deadline:
+                return "starting: %s (%s)" % (exc, state)
+            time.sleep(0.25)
+            continue
+        if status != 200:
+            return "http-%d" % status
+        problem = models_problem(models) if models else None
+        return "unlisted: %s" % problem if problem else "ready"
+
+
+if __name__ == "__main__":
+    print(main(sys.argv))

@@ -13,10 +13,13 @@ has systemd-analyze, `systemd-analyze verify` loads every rendered unit too.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import grp
 import json
 import os
+import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -517,10 +520,27 @@ def test_pd_systemd_env_refuses_and_never_shows_the_value(env, literal, words):
         assert env['A'].strip() not in str(exc.value)
 
 
-def test_the_env_file_task_keeps_secrets_out_of_logs_and_diffs():
+def test_the_env_file_task_keeps_secrets_out_of_logs_and_diffs(tmp_path):
+    """The env file is written by the start guard's file_set call (issue 16): 0600, and file_set never
+    returns a content (its content option is no_log): not in its result, its invocation or its diff.
+    The module runs as Ansible runs it (a process, the real exit_json with its no_log masking)."""
     import yaml
     with open(os.path.join(REPO_ROOT, 'roles', 'engine', 'tasks', 'install.yml')) as f:
         tasks = yaml.safe_load(f)
-    task = next(t for t in tasks if t.get('ansible.builtin.template', {}).get('src') == 'vllm-pd.env.j2')
-    assert task['no_log'] is True and task['diff'] is False
-    assert task['ansible.builtin.template']['mode'] == '0600'
+    task = next(t for t in tasks if t.get('ansible.builtin.import_tasks') == 'guard.yml')
+    env = next(f for f in task['vars']['engine_guard_files'] if f['path'] == '{{ __engine_env_path }}')
+    assert env['mode'] == '0600' and 'vllm-pd.env.j2' in env['content']
+    path = str(tmp_path / 'prefill.env')
+    for check in (True, False):
+        args = tmp_path / 'args.json'
+        args.write_text(json.dumps({'ANSIBLE_MODULE_ARGS': {
+            'files': [{'path': path, 'content': 'HF_TOKEN=hf_secret_value_123\n', 'mode': '0600'}],
+            'owner': pwd.getpwuid(os.getuid()).pw_name, 'group': grp.getgrgid(os.getgid()).gr_name,
+            '_ansible_check_mode': check, '_ansible_diff': True}}))
+        r = subprocess.run([sys.executable, '-m', 'ansible_collections.vllm_pd.ascend.plugins.modules.file_set', str(args)],
+                           capture_output=True, text=True, check=False, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        res = json.loads(r.stdout)
+        assert not res.get('failed') and res['changed'] and res['changed_paths'] == [path], r.stdout + r.stderr
+        assert res['invocation']['module_args']['files'][0]['mode'] == '0600'  # the invocation is there, masked
+        assert 'hf_secret_value_123' not in r.stdout + r.stderr, r.stdout
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

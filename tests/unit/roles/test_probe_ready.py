@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""roles/engine/files/probe_ready.py against a loopback HTTP server: /health, then /v1/models in the same call."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import importlib.util
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+PROBE = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'roles', 'engine', 'files', 'probe_ready.py')
+
+
+def load():
+    spec = importlib.util.spec_from_file_location('probe_ready', PROBE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def server():
+    answers = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            status, body = answers.get(self.path, (404, '{}'))
+            self.send_response(status)
+            self.send_header('Content-Type', 'application/json')
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield answers, 'http://127.0.0.1:%d' % httpd.server_address[1]
+    httpd.shutdown()
+
+
+@pytest.mark.parametrize('models, expected', [
+    ((200, json.dumps({'object': 'list', 'data': [{'id': 'm'}]})), 'ready'),
+    ((200, json.dumps({'object': 'list', 'data': []})), 'unlisted: GET {base}/v1/models listed no model'),
+    ((500, 'boom'), 'unlisted: GET {base}/v1/models answered HTTP 500'),
+    ((200, 'not json'), 'unlisted: GET {base}/v1/models listed no model: not json'),
+])
+def test_ready_only_when_the_model_is_listed(server, models, expected):
+    answers, base = server
+    answers['/health'] = (200, '')
+    answers['/v1/models'] = models
+    out = load().main(['probe', 'vllm-pd-test.service', base + '/health', '1', base + '/v1/models'])
+    assert out.startswith(expected.format(base=base)), out
+
+
+def test_without_a_models_url_health_is_enough(server):
+    answers, base = server
+    answers['/health'] = (200, '')
+    assert load().main(['probe', 'vllm-pd-test.service', base + '/health', '1']) == 'ready'
