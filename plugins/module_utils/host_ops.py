@@ -32,6 +32,22 @@ def _which(name):
     return None
 
 
+def run_to_eof(argv):
+    """(rc, stdout, stderr) of argv (a list, never a shell), both pipes read to their end.
+
+    AnsibleModule.run_command can return a command's exit code with its output unread: when its
+    1-second select times out and the child writes and exits before the poll that follows, the loop
+    ends (ansible/ansible#51393). Seen as "rc 0, no output" from hccn_tool under load, with the tools
+    run in threads; communicate() reads to EOF.
+    """
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate()
+    except OSError as e:
+        return 127, '', str(e)
+    return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
+
+
 class HostOps(object):
     """Reads and actions of one module run; module may be None (plain Python caller)."""
 
@@ -57,12 +73,7 @@ class HostOps(object):
         """(rc, stdout, stderr) of argv (a list, never a shell string)."""
         if self.module is not None:
             return self.module.run_command(argv)
-        try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            out, err = proc.communicate()
-        except OSError as e:
-            return 127, '', str(e)
-        return proc.returncode, out.decode('utf-8', 'replace'), err.decode('utf-8', 'replace')
+        return run_to_eof(argv)
 
     # -- sockets and processes --------------------------------------------
     def reset(self):

@@ -141,6 +141,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host_ops import run_to_eof
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import npu_parse as P
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import npu_checks as C
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.owners import (
@@ -165,7 +166,7 @@ def find_npu_smi(module, given):
 
 
 def npu_reading(module, hccn, npu, cmd):
-    rc, out, err = module.run_command([hccn, '-i', str(npu), cmd, '-g'])
+    rc, out, err = run_to_eof([hccn, '-i', str(npu), cmd, '-g'])
     key, parse = PARSERS[cmd]
     if cmd == '-ip' and rc == 13:   # "no ip was preset there" [facts §1]: a reading, not a tool failure
         return npu, cmd, key, dict(ipaddr=None, netmask=None), None
@@ -176,8 +177,8 @@ def npu_reading(module, hccn, npu, cmd):
 
 
 def ping(module, hccn, npu, peer, packets):
-    rc, out, err = module.run_command([hccn, '-i', str(npu), '-ping', '-g', 'address', peer['address'],
-                                       'pkt', str(packets)])
+    rc, out, err = run_to_eof([hccn, '-i', str(npu), '-ping', '-g', 'address', peer['address'],
+                               'pkt', str(packets)])
     return npu, peer, P.parse_ping(out), (err or '').strip()[:200] if rc != 0 else None
 
 
@@ -187,7 +188,7 @@ def own_pids(module, params, pids):
     ids = set()
     for name in params['own_containers']:
         argv = [params['container_engine'], 'container', 'inspect', '--format', '{{.Id}} {{.State.Pid}} {{.Name}}', name]
-        rc, out, _err = module.run_command(argv)
+        rc, out, _err = run_to_eof(argv)
         c = parse_container_inspect(out) if rc == 0 else None
         if c:
             ids.add(c['id'])
@@ -249,7 +250,7 @@ def main():
     with ThreadPoolExecutor(max_workers=params['workers']) as pool:
         jobs = []
         if smi:
-            jobs.append(pool.submit(lambda: smi_out.__setitem__(0, module.run_command([smi, 'info']))))
+            jobs.append(pool.submit(lambda: smi_out.__setitem__(0, run_to_eof([smi, 'info']))))
         if hccn:
             jobs += [pool.submit(npu_reading, module, hccn, n, cmd) for n in npus for cmd in PARSERS]
             pjobs = [pool.submit(ping, module, hccn, n, peer, params['ping_packets'])
@@ -289,7 +290,7 @@ def main():
         rc, out, err = smi_out[0]
         parsed = P.parse_npu_smi_info(out) if rc == 0 else None
         if parsed is None:  # one retry: npu-smi can fail while the driver is busy
-            rc, out, err = module.run_command([smi, 'info'])
+            rc, out, err = run_to_eof([smi, 'info'])
             parsed = P.parse_npu_smi_info(out) if rc == 0 else None
         if parsed is None:
             seen = 'rc=%d stdout %r stderr %r' % (rc, out.strip()[:200], err.strip()[:200])
