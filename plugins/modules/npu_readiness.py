@@ -165,7 +165,7 @@ def find_npu_smi(module, given):
     return module.get_bin_path('npu-smi', opt_dirs=['/usr/local/bin', '/usr/local/sbin'])
 
 
-def npu_reading(module, hccn, npu, cmd):
+def npu_reading(hccn, npu, cmd):
     rc, out, err = run_to_eof([hccn, '-i', str(npu), cmd, '-g'])
     key, parse = PARSERS[cmd]
     if cmd == '-ip' and rc == 13:   # "no ip was preset there" [facts §1]: a reading, not a tool failure
@@ -176,13 +176,13 @@ def npu_reading(module, hccn, npu, cmd):
     return npu, cmd, key, value, None
 
 
-def ping(module, hccn, npu, peer, packets):
+def ping(hccn, npu, peer, packets):
     rc, out, err = run_to_eof([hccn, '-i', str(npu), '-ping', '-g', 'address', peer['address'],
                                'pkt', str(packets)])
     return npu, peer, P.parse_ping(out), (err or '').strip()[:200] if rc != 0 else None
 
 
-def own_pids(module, params, pids):
+def own_pids(params, pids):
     """pids of this deployment's engines: a unit of own_units, or a container of own_containers."""
     units = set(params['own_units'])
     ids = set()
@@ -252,8 +252,8 @@ def main():
         if smi:
             jobs.append(pool.submit(lambda: smi_out.__setitem__(0, run_to_eof([smi, 'info']))))
         if hccn:
-            jobs += [pool.submit(npu_reading, module, hccn, n, cmd) for n in npus for cmd in PARSERS]
-            pjobs = [pool.submit(ping, module, hccn, n, peer, params['ping_packets'])
+            jobs += [pool.submit(npu_reading, hccn, n, cmd) for n in npus for cmd in PARSERS]
+            pjobs = [pool.submit(ping, hccn, n, peer, params['ping_packets'])
                      for n, peer in C.ping_plan(npus, params['peers'])]
         else:
             pjobs = []
@@ -302,7 +302,7 @@ def main():
                 chip = parsed['chips'].get(n)
                 result['npus'].setdefault(str(n), {})['health'] = chip['health'] if chip else None
             busy = [p['pid'] for p in parsed['processes'] if p['phy_id'] in npus]
-            findings.extend(C.process_findings(host, npus, parsed, own_pids(module, params, busy) if busy else set()))
+            findings.extend(C.process_findings(host, npus, parsed, own_pids(params, busy) if busy else set()))
     if not result['tools_missing']:
         findings.extend(C.version_findings(host, driver, cann, params['vllm_ascend_version']))
     if params['container_run_argv'] is not None:
