@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) vllm_pd.ascend contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every named check of the preflight, in one place: what it means and its fix.
+"""Every named check of the preflight and the benchmark gate, in one place: what it means and its fix.
 
 vllm_pd_ignore_checks names checks from here; each becomes a warning instead of a stop (kubeadm's
 --ignore-preflight-errors). The README tables list the same names (tests/unit checks they agree).
@@ -66,6 +66,17 @@ CHECKS = {
                          'set HCCL_INTRA_ROCE_ENABLE: "1" in vllm_pd_engine_env'),
     'EngineEnvMismatch': ('cluster', 'an engine variable that must match differs across the cluster',
                           'give it one value in group_vars'),
+    # the benchmark gate (playbooks/benchmark.yml, module_utils/bench_gate.py)
+    'BenchRequestsFailed': ('benchmark', 'requests of the benchmark failed through the proxy',
+                            'read the errors, run doctor.yml for the cluster'),
+    'BenchTtftAboveSlo': ('benchmark', 'p99 TTFT is above vllm_pd_slo_ttft_ms', 'find what is slow or raise the SLO'),
+    'BenchTpotAboveSlo': ('benchmark', 'p99 TPOT is above vllm_pd_slo_tpot_ms', 'find what is slow or raise the SLO'),
+    'BenchThroughputBelowBaseline': ('benchmark', 'output throughput is below the baseline x vllm_pd_baseline_tolerance',
+                                     'compare with the baseline run; save a new baseline after a deliberate change'),
+    'BenchKvTransferSlow': ('benchmark', "a P->D pair's p99 KV transfer time is above vllm_pd_slo_kv_transfer_ms",
+                            'check the RoCE path and NICs of the pair named'),
+    'BenchKvTransferUnseen': ('benchmark', 'a decode host logged no KV transfer line during the run',
+                              'keep the decode engines at log level INFO or unset vllm_pd_slo_kv_transfer_ms'),
     # a warning only (the deploy goes on); ignoring it silences it
     'TransferTimeoutShort': ('cluster', 'ASCEND_TRANSFER_TIMEOUT is not above 4.096 us * 2^HCCL_RDMA_TIMEOUT * '
                              'HCCL_RDMA_RETRY_CNT', 'raise it, or drop it so vllm-ascend derives it'),

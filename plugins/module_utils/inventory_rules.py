@@ -16,7 +16,7 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import engine_env
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import bench_gate, engine_env
 
 KINDS = ("prefill", "decode")
 ROLLOUTS = ("parallel", "serial", "canary")
@@ -77,7 +77,7 @@ VARIABLES = tuple(sorted(set(
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
      "vllm_pd_vllm_ascend_version")
     + PORT_VARS + COUNT_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
-    + CONNECTION_VARS)))
+    + CONNECTION_VARS + tuple(bench_gate.SETTINGS) + ("vllm_pd_bench_tool",))))
 
 
 class Finding(object):
@@ -644,12 +644,21 @@ def rule_proxy(view):
                           "remove the host(s) from vllm_pd_proxy or unset vllm_pd_proxy_enabled")
 
 
+def rule_benchmark(view):
+    """The benchmark's settings (bench_gate.settings_problems), where a proxy host reads them."""
+    names = tuple(bench_gate.SETTINGS) + ("vllm_pd_bench_tool",)
+    for h in view.proxy:
+        values = dict((n, view.get(h, n)) for n in names if view.has(h, n))
+        for var, message, fix in bench_gate.settings_problems(values):
+            yield hfind(view, h, var, message, fix)
+
+
 # The order findings are reported in. Later cluster-wide checks (P/D consistency) go here.
 RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
     rule_host_layout,
-    rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy,
+    rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy, rule_benchmark,
 ]
 
 

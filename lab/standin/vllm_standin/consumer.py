@@ -72,10 +72,25 @@ def corrupt(data):
     return bytes([data[0] ^ 0xFF]) + data[1:] if data else data
 
 
+# Lab fixture kv_slow (lab/tasks/kv_slow.yml): while this file exists, every KV pull of this D takes the
+# milliseconds it holds longer, as over a congested or wrong NIC; the transfer's log line shows the time.
+DELAY_FLAG = "/run/vllm-pd-lab/kv-delay-ms"
+
+
+def transfer_delay(path=DELAY_FLAG):
+    """Seconds the fixture adds to a pull (0 without it or with an unreadable file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return max(0.0, float(f.read().strip() or 0) / 1000.0)
+    except (OSError, ValueError):
+        return 0.0
+
+
 class KVPuller:
     def __init__(self, ctx, engine, local_ip, tp_size, pool, num_blocks, own_engine_id,
-                 block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG, dtype="auto"):
+                 block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG, dtype="auto", delay_flag=DELAY_FLAG):
         self.block_size, self.corruption_flag, self.dtype = block_size, corruption_flag, dtype
+        self.delay_flag = delay_flag
         self.client = ZmqClient(ctx)
         self.engine, self.local_ip, self.tp_size = engine, local_ip, tp_size
         self.pool, self.num_blocks, self.own_engine_id = pool, num_blocks, own_engine_id
@@ -139,6 +154,7 @@ class KVPuller:
             offsets = [base + b * kvcache.BLOCK_LEN for b in local]
             remote = [meta["kv_caches_base_addr"][0] + b * kvcache.BLOCK_LEN for b in block_ids]
             ret = npu.refuse(meta, d_rank) or self.engine.pull(session, offsets, remote, kvcache.BLOCK_LEN)
+            time.sleep(transfer_delay(self.delay_flag))
             if ret < 0:
                 _fail_log.error("Mooncake transfer failed for request. remote_request_id=%s, ret=%d.",
                                 params["remote_request_id"], ret)
