@@ -144,8 +144,7 @@ def _cluster_section(rec):
     verdict = 'PASSED' if rec['passed'] else 'FAILED'
     load = rec['load']
     parts = ['<section data-cluster="%s">' % escape(c),
-             '<h2>cluster %s: <span class="%s" data-cluster="%s" data-key="passed">%s</span></h2>' % (
-                 escape(c), 'pass' if rec['passed'] else 'fail', escape(c), display(rec['passed']), verdict),
+             '<h2>cluster %s: <span class="%s">%s</span></h2>' % (escape(c), 'pass' if rec['passed'] else 'fail', verdict),
              '<p>%s through the proxy on %s (%s): %s requests (after %s warm-up), input %s, output %s tokens, %s.</p>' % (
                  escape(rec['tool']), escape(rec['proxy']['host']), escape(rec['proxy']['url']), display(load['count']),
                  display(load['warmup']), display(load['input_len']), display(load['output_len']),
@@ -159,8 +158,8 @@ def _cluster_section(rec):
         parts.append('</ul>')
     for note in rec.get('notes') or []:
         parts.append('<p class="warn">%s</p>' % escape(note))
-    parts.append('<table><tr>%s</tr><tr>%s</tr></table>' % (
-        ''.join('<th>%s</th>' % escape(label) for _k, label in THROUGHPUT),
+    parts.append('<table><tr><th>gate passed</th>%s</tr><tr>%s%s</tr></table>' % (
+        ''.join('<th>%s</th>' % escape(label) for _k, label in THROUGHPUT), _num(c, 'passed', rec['passed']),
         ''.join(_num(c, 'result.' + k, res.get(k)) for k, _label in THROUGHPUT)))
     parts.append('<h3>Latency (ms)</h3><table><tr><th class="l">metric</th>%s</tr>' % ''.join(
         '<th>%s</th>' % k for k in KEYS))
