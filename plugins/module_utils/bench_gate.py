@@ -36,6 +36,8 @@ SETTINGS = {
     'vllm_pd_slo_kv_transfer_ms': ('number', 0, True),
     'vllm_pd_baseline_tolerance': ('number', 0, False),
 }
+BOOLS = ('vllm_pd_benchmark', 'vllm_pd_bench_save_baseline')
+OTHER_SETTINGS = ('vllm_pd_bench_tool',) + BOOLS
 EXAMPLE = {'vllm_pd_bench_requests': '100', 'vllm_pd_bench_warmup': '10', 'vllm_pd_bench_input_len': '128',
            'vllm_pd_bench_output_len': '64', 'vllm_pd_bench_rate': '4.0', 'vllm_pd_bench_concurrency': '8',
            'vllm_pd_bench_timeout': '60', 'vllm_pd_slo_ttft_ms': '2000', 'vllm_pd_slo_tpot_ms': '50',
@@ -76,6 +78,9 @@ def settings_problems(values):
         elif var == 'vllm_pd_baseline_tolerance' and n > 1:
             out.append((var, '%s=%r is above 1: the run would have to beat its baseline' % (var, raw),
                         'use a fraction of the baseline, e.g. %s: 0.97' % var))
+    for var in BOOLS:
+        if var in values and not isinstance(values[var], bool):
+            out.append((var, '%s=%r is not a boolean' % (var, values[var]), 'write true or false'))
     tool = values.get('vllm_pd_bench_tool')
     if tool is not None and tool not in TOOLS:
         out.append(('vllm_pd_bench_tool', 'vllm_pd_bench_tool=%r is not one of %s' % (tool, ', '.join(TOOLS)),

@@ -77,7 +77,7 @@ VARIABLES = tuple(sorted(set(
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
      "vllm_pd_vllm_ascend_version")
     + PORT_VARS + COUNT_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
-    + CONNECTION_VARS + tuple(bench_gate.SETTINGS) + ("vllm_pd_bench_tool",))))
+    + CONNECTION_VARS + tuple(bench_gate.SETTINGS) + bench_gate.OTHER_SETTINGS)))
 
 
 class Finding(object):
@@ -646,7 +646,7 @@ def rule_proxy(view):
 
 def rule_benchmark(view):
     """The benchmark's settings (bench_gate.settings_problems), where a proxy host reads them."""
-    names = tuple(bench_gate.SETTINGS) + ("vllm_pd_bench_tool",)
+    names = tuple(bench_gate.SETTINGS) + bench_gate.OTHER_SETTINGS
     for h in view.proxy:
         values = dict((n, view.get(h, n)) for n in names if view.has(h, n))
         for var, message, fix in bench_gate.settings_problems(values):
