@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.bench_stats import summary
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.loadgen import summary
 
 KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms\. '
                      r'local_ip (?P<local_ip>\S+) local_device_id (?P<device>\S+) '

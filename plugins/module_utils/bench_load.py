@@ -45,8 +45,11 @@ def load_of(p):
 
 
 def run_builtin(spec, count):
-    """COUNT requests of SPEC through the built-in generator; its result (loadgen's form)."""
-    return loadgen.run(loadgen.LoadSpec(
+    """COUNT requests of SPEC through the built-in generator; its result without the per-request samples
+    (the saved record keeps the summaries, as vllm bench serve's result file does)."""
+    result = loadgen.run(loadgen.LoadSpec(
         url=spec['url'], model=spec['served_model_name'] or spec['model'], prompt=prompt_of(spec['input_len']),
         max_tokens=spec['output_len'], rate=spec['rate'], count=count, concurrency=spec['concurrency'],
         timeout=spec['timeout'], stream=True, endpoint=spec['endpoint']))
+    result.pop('samples', None)
+    return result

@@ -16,7 +16,7 @@ __metaclass__ = type
 
 from html import escape
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.bench_stats import KEYS
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.bench_vllm import KEYS
 
 LATENCIES = (('ttft_ms', 'TTFT'), ('tpot_ms', 'TPOT'), ('itl_ms', 'ITL'), ('e2el_ms', 'E2EL'))
 THROUGHPUT = (('completed', 'completed requests'), ('failed', 'failed requests'),

@@ -15,9 +15,11 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.bench_stats import KEYS, summary
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.loadgen import summary
 
 METRICS = ('ttft', 'tpot', 'itl', 'e2el')
+# the fields of each latency summary (loadgen.summary's)
+KEYS = ('n', 'mean', 'p50', 'p90', 'p99', 'min', 'max')
 # The gate reads these; a release without one cannot run the benchmark as asked.
 REQUIRED_FLAGS = ('--backend', '--host', '--port', '--endpoint', '--model', '--dataset-name', '--random-input-len',
                   '--random-output-len', '--num-prompts', '--request-rate', '--percentile-metrics',

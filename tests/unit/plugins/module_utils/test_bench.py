@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import bench_gate, bench_kv, bench_report, bench_stats, \
-    bench_vllm, check_names
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import bench_gate, bench_kv, bench_report, bench_vllm, \
+    check_names
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory_rules import inventory_errors
 
 LINE = ('INFO 12-04 15:12:54 [mooncake_connector.py:1020] KV cache transfer for request cmpl-abc-0 took %s ms. '
@@ -21,18 +21,6 @@ LINE = ('INFO 12-04 15:12:54 [mooncake_connector.py:1020] KV cache transfer for 
 
 def kv_text(ms_values, d_ip='10.0.0.2', p_ip='10.0.0.1'):
     return '\n'.join(LINE % (ms, d_ip, i % 8, p_ip) for i, ms in enumerate(ms_values))
-
-
-# ------------------------------------------------------------------ stats
-
-
-def test_percentiles_interpolate_between_ranks_like_numpy():
-    s = bench_stats.summary([4, 1, 3, 2, 100])
-    # numpy.percentile([1,2,3,4,100], [50,90,99]) -> 3.0, 61.6, 96.16
-    assert s['n'] == 5 and s['min'] == 1 and s['max'] == 100 and s['mean'] == 22
-    assert s['p50'] == 3 and s['p90'] == pytest.approx(61.6) and s['p99'] == pytest.approx(96.16)
-    assert bench_stats.summary([7])['p99'] == 7
-    assert bench_stats.empty() == dict(n=0, mean=None, p50=None, p90=None, p99=None, min=None, max=None)
 
 
 # ------------------------------------------------------------------ KV transfer lines
