@@ -198,14 +198,14 @@ def _change(new, old):
 def comparison(record, previous):
     """The table printed after a run: this run against the last saved run of the cluster (or alone)."""
     prev_id = previous['run_id'] if previous else 'no earlier run'
-    head = '%-30s %14s %14s %9s' % ('cluster %s' % record['cluster'], prev_id[:14], record['run_id'][:14], 'change')
+    head = '%-30s %16s %16s %9s' % ('cluster %s' % record['cluster'], prev_id[:16], record['run_id'][:16], 'change')
     lines = [head, '-' * len(head)]
     rows = [(label, _get(record['result'], key), _get(previous['result'], key) if previous else None, fmt)
             for label, key, fmt in ROWS]
     old_kv = dict((p['pair'], p['ms']['p99']) for p in (previous or {}).get('kv_transfer') or [])
     rows += [('KV p99 ms %s' % p['pair'], p['ms']['p99'], old_kv.get(p['pair']), '%.2f') for p in record['kv_transfer']]
     for label, new, old, fmt in rows:
-        lines.append('%-30s %14s %14s %9s' % (label[:30], _fmt(fmt, old), _fmt(fmt, new), _change(new, old)))
+        lines.append('%-30s %16s %16s %9s' % (label[:30], _fmt(fmt, old), _fmt(fmt, new), _change(new, old)))
     return lines
 
 

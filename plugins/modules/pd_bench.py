@@ -287,6 +287,7 @@ def run_mode(module):
         missing = bench_vllm.missing_flags(flags, p['concurrency']) if flags is not None else []
         if missing:
             flags, note = None, '%s lacks %s' % (VLLM_TOOL, ', '.join(missing))
+        note = 'built-in load generator: %s' % note if note else ''
         if flags is None and p['tool'] == 'vllm':
             module.fail_json(msg='tool=vllm, but %s cannot run here: %s. Fix: install a vLLM with `vllm bench serve` '
                                  'on the proxy host, or set vllm_pd_bench_tool: loadgen' % (VLLM_TOOL, note))

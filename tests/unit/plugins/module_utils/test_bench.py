@@ -190,11 +190,11 @@ def test_ignored_checks_only_warn_and_every_check_is_registered():
 def test_comparison_with_the_last_run():
     prev = record(result(output_throughput=200.0), run_id='20261203T000000Z')
     lines = bench_gate.comparison(record(), prev)
-    assert lines[0].split()[:4] == ['cluster', 'c1', '20261203T00000', '20261204T15000']
+    assert lines[0].split()[:4] == ['cluster', 'c1', '20261203T000000Z', '20261204T150000Z']
     row = [ln for ln in lines if ln.startswith('out tok/s')][0]
     assert row.split()[-3:] == ['200.00', '256.00', '+28.0%']
     alone = bench_gate.comparison(record(), None)
-    assert 'no earlier r' in alone[0] and [ln for ln in alone if ln.startswith('failed')][0].split()[-2:] == ['-', '0']
+    assert 'no earlier run' in alone[0] and [ln for ln in alone if ln.startswith('failed')][0].split()[-2:] == ['-', '0']
 
 
 @pytest.mark.parametrize('values,variable', [
