@@ -113,6 +113,15 @@ def baseline_usable(record, baseline):
     return True, ''
 
 
+def error_text(errors):
+    """The errors the tool kept (the first ones), each once with how often it came."""
+    counts = {}
+    for e in errors or []:
+        counts[e] = counts.get(e, 0) + 1
+    return '; '.join('%s (%d times)' % (e, n) if n > 1 else e for e, n in sorted(
+        counts.items(), key=lambda item: -item[1])) or 'no error text'
+
+
 def _finding(check, record, message, fix, **extra):
     f = dict(check=check, cluster=record['cluster'], host=record['proxy']['host'], message='[%s] cluster %s: %s' % (
         check, record['cluster'], message), fix=fix)
@@ -127,8 +136,7 @@ def findings(record, baseline, settings):
     res = record['result']
     if res['failed'] > 0:
         out.append(_finding('BenchRequestsFailed', record, '%d of %d requests failed through the proxy on %s: %s' % (
-            res['failed'], res['failed'] + res['completed'], record['proxy']['host'],
-            '; '.join(res.get('errors') or []) or 'no error text'),
+            res['failed'], res['failed'] + res['completed'], record['proxy']['host'], error_text(res.get('errors'))),
             'run playbooks/doctor.yml for the cluster and read the decode engines\' logs',
             value=res['failed'], limit=0))
     for metric, check, var in (('ttft', 'BenchTtftAboveSlo', 'slo_ttft_ms'), ('tpot', 'BenchTpotAboveSlo', 'slo_tpot_ms')):

@@ -138,6 +138,8 @@ def test_any_failed_request_fails_the_gate_with_the_errors():
     assert not rec['passed'] and checks(rec) == ['BenchRequestsFailed']
     assert '1 of 100 requests failed' in rec['findings'][0]['message']
     assert 'HTTP 500' in rec['findings'][0]['message']
+    rec = record(result(completed=97, failed=3, errors=['RuntimeError: a', 'RuntimeError: b', 'RuntimeError: a']))
+    assert rec['findings'][0]['message'].endswith('on p1: RuntimeError: a (2 times); RuntimeError: b')
 
 
 def test_p99_ttft_and_tpot_above_their_slo():
