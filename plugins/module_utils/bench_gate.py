@@ -37,6 +37,7 @@ SETTINGS = {
     'vllm_pd_baseline_tolerance': ('number', 0, False),
 }
 BOOLS = ('vllm_pd_benchmark', 'vllm_pd_bench_save_baseline')
+BOOL_WORDS = ('true', 'false', 'yes', 'no', 'on', 'off', '1', '0')
 OTHER_SETTINGS = ('vllm_pd_bench_tool',) + BOOLS
 EXAMPLE = {'vllm_pd_bench_requests': '100', 'vllm_pd_bench_warmup': '10', 'vllm_pd_bench_input_len': '128',
            'vllm_pd_bench_output_len': '64', 'vllm_pd_bench_rate': '4.0', 'vllm_pd_bench_concurrency': '8',
@@ -79,7 +80,8 @@ def settings_problems(values):
             out.append((var, '%s=%r is above 1: the run would have to beat its baseline' % (var, raw),
                         'use a fraction of the baseline, e.g. %s: 0.97' % var))
     for var in BOOLS:
-        if var in values and not isinstance(values[var], bool):
+        # -e NAME=true on the command line is the string 'true': take the words Ansible's bool filter takes
+        if var in values and not isinstance(values[var], bool) and str(values[var]).lower() not in BOOL_WORDS:
             out.append((var, '%s=%r is not a boolean' % (var, values[var]), 'write true or false'))
     tool = values.get('vllm_pd_bench_tool')
     if tool is not None and tool not in TOOLS:
