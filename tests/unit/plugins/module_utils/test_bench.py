@@ -209,7 +209,7 @@ def test_comparison_with_the_last_run():
     ({'vllm_pd_bench_tool': 'ab'}, 'vllm_pd_bench_tool'),
     ({'vllm_pd_bench_rate': None}, 'vllm_pd_bench_rate'),
     ({'vllm_pd_bench_warmup': ''}, 'vllm_pd_bench_warmup'),
-    ({'vllm_pd_benchmark': 'yes'}, 'vllm_pd_benchmark'),
+    ({'vllm_pd_benchmark': 'sure'}, 'vllm_pd_benchmark'),
 ])
 def test_bad_settings_name_the_variable_and_the_fix(values, variable):
     problems = bench_gate.settings_problems(values)
