@@ -9,6 +9,7 @@ transfer is refused and D answers 500) fails the gate.
 """
 import json
 import re
+from html import unescape
 import subprocess
 from pathlib import Path
 
@@ -123,7 +124,8 @@ def test_page_in_headless_chromium_shows_the_json_numbers(two, tmp_path):
     assert not re.search(r"<(script|link|img|iframe)\b", text) and "@import" not in text
     page = browser.open_page(html)
     assert page.console == [], page.console
-    numbers = re.findall(r'<(\w+) data-cluster="([^"]+)" data-key="([^"]+)">([^<]*)</\1>', page.dom)
+    numbers = [(tag, unescape(c), unescape(k), unescape(v)) for tag, c, k, v in re.findall(
+        r'<(\w+) data-cluster="([^"]+)" data-key="([^"]+)">([^<]*)</\1>', page.dom)]
     seen = {(c, k) for _t, c, k, _v in numbers}
     for cluster, rec in records.items():
         keys = {k for c, k in seen if c == cluster}
