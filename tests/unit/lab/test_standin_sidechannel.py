@@ -117,3 +117,12 @@ def test_block_content_differs_by_rank_block_and_prompt():
     assert len({kvcache.block_content(t, 0, 0), kvcache.block_content(t, 1, 0),
                 kvcache.block_content(kvcache.tokenize("a b d"), 0, 0)}) == 3
     assert kvcache.num_blocks_for(["x"] * (kvcache.BLOCK_SIZE + 1)) == 2
+
+
+def test_kv_slow_fixture_file_sets_the_pull_delay(tmp_path):
+    flag = tmp_path / "kv-delay-ms"
+    assert consumer.transfer_delay(str(flag)) == 0.0  # no fixture
+    flag.write_text("250\n")
+    assert consumer.transfer_delay(str(flag)) == 0.25
+    flag.write_text("soon")
+    assert consumer.transfer_delay(str(flag)) == 0.0  # an unreadable file slows nothing
