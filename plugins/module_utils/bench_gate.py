@@ -163,13 +163,13 @@ def findings(record, baseline, settings):
         for pair in record['kv_transfer']:
             p99 = pair['ms']['p99']
             if p99 is not None and p99 > float(kv_limit):
-                out.append(_finding('BenchKvTransferSlow', record, (
-                    'KV transfer %s (%s -> %s): p99 %.2f ms is above vllm_pd_slo_kv_transfer_ms %s ms '
-                    '(%d transfers, max %.2f ms)' % (pair['pair'], pair['prefill_address'], pair['decode_address'],
-                                                     p99, kv_limit, pair['ms']['n'], pair['ms']['max'])),
-                    'check the RoCE path between the two hosts (doctor.yml; hccn_tool -i N -ping), the NICs vLLM uses '
-                    '(VLLM_HOST_IP, HCCL_IF_IP) and the load on %s' % pair['decode'],
-                    pair=pair['pair'], value=p99, limit=float(kv_limit)))
+                message = ('KV transfer %s (%s -> %s): p99 %.2f ms is above vllm_pd_slo_kv_transfer_ms %s ms '
+                           '(%d transfers, max %.2f ms)' % (pair['pair'], pair['prefill_address'], pair['decode_address'],
+                                                            p99, kv_limit, pair['ms']['n'], pair['ms']['max']))
+                fix = ('check the RoCE path between the two hosts (doctor.yml; hccn_tool -i N -ping), the NICs vLLM uses '
+                       '(VLLM_HOST_IP, HCCL_IF_IP) and the load on %s' % pair['decode'])
+                out.append(_finding('BenchKvTransferSlow', record, message, fix, pair=pair['pair'], value=p99,
+                                    limit=float(kv_limit)))
         if res['completed'] > 0:
             for host in record.get('kv_unseen') or []:
                 out.append(_finding('BenchKvTransferUnseen', record, (

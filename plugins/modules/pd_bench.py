@@ -12,10 +12,10 @@ module: pd_bench
 short_description: Benchmark a vLLM PD cluster through its proxy and gate the result
 version_added: "1.0.0"
 description:
-  - O(mode=run) runs on the proxy host of one cluster. It sends O(count) requests of a fixed prompt length O(input_len) and output length O(output_len) to the proxy, at a
-    fixed O(rate) (requests per second) or with O(concurrency) requests in flight, and returns completed and
-    failed requests, request and output throughput and TTFT, TPOT, ITL and end-to-end latency (mean, p50, p90,
-    p99, min, max, in ms).
+  - O(mode=run) runs on the proxy host of one cluster. It sends O(count) requests of a fixed prompt length
+    O(input_len) and output length O(output_len) to the proxy, at a fixed O(rate) (requests per second) or with
+    O(concurrency) requests in flight, and returns completed and failed requests, request and output throughput
+    and TTFT, TPOT, ITL and end-to-end latency (mean, p50, p90, p99, min, max, in ms).
   - The load comes from C(vllm bench serve) when O(tool=vllm), or with O(tool=auto) when O(vllm_binary) has a
     C(bench serve) subcommand with every flag the gate needs (flags differ by vLLM release); otherwise from the
     collection's built-in load generator (standard library only).
