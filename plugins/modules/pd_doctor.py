@@ -244,17 +244,17 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import params as P
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_findings import diagnose
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_host import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import params as P
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findings import diagnose
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host import (
     addresses_of, parse_default_route, parse_ip_addr, parse_link_mtu, parse_route_get,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_inspect import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_inspect import (
     PROC, Host, inspect_engine, inspect_peer, inspect_proxy,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_report import render_html, summary_lines
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import parse_port_list
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import probe_many
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_report import render_html, summary_lines
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import parse_port_list
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.zmtp import probe_many
 
 
 def run_inspect(module):

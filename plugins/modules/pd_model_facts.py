@@ -90,7 +90,7 @@ model:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.pd_model import read_model_dir, resolve_kind
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import read_model_dir, resolve_kind
 
 
 def _read(path):

@@ -132,7 +132,7 @@ unreachable:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.tcp_reach import probe_targets, unreachable_message
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.tcp_reach import probe_targets, unreachable_message
 
 
 def argument_spec():
