@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The start guard: the preflight's port and address checks, run by systemd before every start.
 
-The engine and proxy roles copy this file and the module_utils it imports, unchanged, to
+The engine and proxy roles copy this file and the module_utils it imports (found from its import
+statements: guard_files.py), unchanged, to
 /usr/local/lib/vllm-pd/ansible_collections/vllm_pd/ascend/plugins/module_utils/ on the host, and
 the unit runs it as ``ExecStartPre=`` with /etc/vllm-pd/NAME.guard.json
 (``/usr/bin/python3 -I /usr/local/libexec/vllm-pd/start-guard``, roles/engine/files/start-guard, calls main()). Whatever starts the unit (boot, systemctl,
@@ -45,10 +46,6 @@ EXIT_REFUSED = 1
 EXIT_CONFIG = 2
 DEFAULT_ADDRESS_WAIT = 60
 POLL = 0.5
-# the files the guard needs on the host, copied by roles/engine/tasks/guard.yml (a unit test checks
-# that every module_utils import among them is listed)
-MODULE_UTILS = ('guard/start_guard.py', 'ports/port_free.py', 'ports/host_ops.py', 'common/params.py',
-                'ports/port_checks.py', 'ports/port_group.py', 'ports/sockets.py', 'ports/sock_diag.py', 'ports/owners.py')
 
 
 class ConfigError(ValueError):
