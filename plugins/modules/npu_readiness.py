@@ -75,14 +75,9 @@ options:
     description: Tool runs at once.
     type: int
     default: 16
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """

@@ -133,17 +133,7 @@ options:
     type: str
     default: vLLM PD doctor
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
     details: Linux only (reads C(/proc), runs C(systemctl), C(journalctl) and C(ip)).
 notes:
   - Run O(mode=inspect) with C(become) so that other users' sockets and process environments are visible.
@@ -151,6 +141,9 @@ notes:
 seealso:
   - module: vllm_pd.ascend.kv_port_group
   - module: vllm_pd.ascend.mooncake_residue
+extends_documentation_fragment:
+  - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """

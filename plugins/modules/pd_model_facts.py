@@ -31,14 +31,9 @@ options:
     type: str
     default: auto
     choices: [auto, moe, dense]
-attributes:
-  check_mode:
-    support: full
-    details: Reads only.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """

@@ -79,14 +79,9 @@ options:
     description: Seconds each connect may take (all run in parallel); more than 0 and at most 30.
     type: float
     default: 2.0
-attributes:
-  check_mode:
-    support: full
-    details: The check changes nothing, so it runs the same in check mode.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """
