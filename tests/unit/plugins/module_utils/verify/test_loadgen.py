@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import loadgen as L
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen as L
 
 
 class Server:
