@@ -220,7 +220,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import bench_gate, bench_kv, bench_load, bench_report, \
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_gate, bench_kv, bench_load, bench_report, \
     bench_vllm
 
 RUN_ID = re.compile(r'^[0-9]{8}T[0-9]{6}Z$')

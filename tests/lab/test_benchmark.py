@@ -10,13 +10,12 @@ transfer is refused and D answers 500) fails the gate.
 import json
 import re
 from html import unescape
-import subprocess
 from pathlib import Path
 
 import pytest
 
 import browser
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -28,15 +27,9 @@ CHART_BLUE, PASS_GREEN, FAIL_RED = (21, 101, 192), (46, 125, 50), (198, 40, 40)
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("benchmark-inv")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "2", "--first", "30", "--out", str(inv)],
-                   check=True)
-    lab = Lab(inv)
-    lab.up()
-    lab.playbook("playbooks/deploy_pd.yml")
-    yield lab
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    with own_lab(tmp_path_factory, 30, clusters=2) as lab:
+        lab.playbook("playbooks/deploy_pd.yml")
+        yield lab
 
 
 def bench(lab, out, *extra, check=True):

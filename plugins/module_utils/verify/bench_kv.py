@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""KV transfer times per P->D pair, from the decode engines' log lines.
+
+vllm-ascend's MooncakeConnectorV1 exports no metric for them; D (which pulls) logs, at INFO, one line
+per transfer and rank:
+``KV cache transfer for request %s took %.2f ms. local_ip %s local_device_id %s remote_session_id %s``
+(vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py). local_ip is D's VLLM_HOST_IP,
+remote_session_id is ``P_ADDRESS:TE_RPC_PORT``, so the pair is (the P host with that address, this D).
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import re
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
+
+KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms\. '
+                     r'local_ip (?P<local_ip>\S+) local_device_id (?P<device>\S+) '
+                     r'remote_session_id (?P<session>\S+)')
+
+
+def parse_line(line):
+    """One transfer as a dict (request, ms, local_ip, device, remote_address, remote_port), or None."""
+    m = KV_LINE.search(line)
+    if not m:
+        return None
+    address, _sep, port = m.group('session').rpartition(':')
+    return dict(request=m.group('request'), ms=float(m.group('ms')), local_ip=m.group('local_ip'),
+                device=m.group('device'), remote_address=(address or m.group('session')).strip('[]'),
+                remote_port=port if address else '')
+
+
+def pair_times(decode_logs, prefill_by_address):
+    """KV transfer summaries per P->D pair.
+
+    decode_logs: [{"host": D host, "address": its VLLM_HOST_IP, "text": its log lines}];
+    prefill_by_address: {P's VLLM_HOST_IP: P host}. An address no P of the cluster has is named as is.
+    Returns a list sorted by (prefill, decode) of {"prefill", "prefill_address", "decode",
+    "decode_address", "pair", "requests", "ms": summary, "samples": [ms, ...] in log order}.
+    """
+    pairs = {}
+    for log in decode_logs:
+        for line in (log.get('text') or '').splitlines():
+            t = parse_line(line)
+            if t is None:
+                continue
+            p_host = prefill_by_address.get(t['remote_address'], t['remote_address'])
+            key = (p_host, log['host'])
+            pair = pairs.setdefault(key, dict(
+                prefill=p_host, prefill_address=t['remote_address'], decode=log['host'],
+                decode_address=log.get('address') or t['local_ip'], samples=[], request_ids=set()))
+            pair['samples'].append(t['ms'])
+            pair['request_ids'].add(t['request'])
+    out = []
+    for key in sorted(pairs):
+        p = pairs[key]
+        ids = p.pop('request_ids')
+        p.update(pair='%s -> %s' % key, requests=len(ids), ms=summary(p['samples']))
+        out.append(p)
+    return out
+
+
+def unseen(decode_logs, pairs):
+    """D hosts that logged no KV transfer at all."""
+    seen = set(p['decode'] for p in pairs)
+    return [log['host'] for log in decode_logs if log['host'] not in seen]

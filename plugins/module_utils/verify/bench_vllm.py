@@ -1,0 +1,110 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`vllm bench serve` as the benchmark's load tool: its argv and its result file in the benchmark's form.
+
+Flags differ by release (shared docs observability-bench.md A1): `--backend` must always be given
+(its default changed from vllm to openai), without `--host/--port` the tool hits 127.0.0.1:8000,
+`p99_*` keys exist only for the percentiles asked for, `failed` only from v0.13. So the argv is built
+from the flags the installed release lists in `vllm bench serve --help`, and a flag the gate needs that
+it lacks makes the tool unusable rather than silently different.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import re
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
+
+METRICS = ('ttft', 'tpot', 'itl', 'e2el')
+# the fields of each latency summary (loadgen.summary's)
+KEYS = ('n', 'mean', 'p50', 'p90', 'p99', 'min', 'max')
+# The gate reads these; a release without one cannot run the benchmark as asked.
+REQUIRED_FLAGS = ('--backend', '--host', '--port', '--endpoint', '--model', '--dataset-name', '--random-input-len',
+                  '--random-output-len', '--num-prompts', '--request-rate', '--percentile-metrics',
+                  '--metric-percentiles', '--save-result', '--result-dir', '--result-filename')
+FLAG = re.compile(r'(?<![\w-])(--[a-z0-9][a-z0-9-]*)')
+
+
+def help_flags(help_text):
+    """The long options a `--help` text lists."""
+    return set(FLAG.findall(help_text or ''))
+
+
+def missing_flags(flags, concurrency=None):
+    need = REQUIRED_FLAGS + (('--max-concurrency',) if concurrency else ())
+    return [f for f in need if f not in flags]
+
+
+def argv(binary, spec, flags, result_dir, result_file):
+    """argv of `vllm bench serve` for SPEC (host, port, endpoint, model, served_model_name, input_len,
+    output_len, count, rate, concurrency, seed) with the FLAGS this release has."""
+    out = [binary, 'bench', 'serve', '--backend', 'openai', '--host', spec['host'], '--port', str(spec['port']),
+           '--endpoint', spec['endpoint'], '--model', spec['model'], '--dataset-name', 'random',
+           '--random-input-len', str(spec['input_len']), '--random-output-len', str(spec['output_len']),
+           '--num-prompts', str(spec['count']),
+           '--request-rate', 'inf' if not spec.get('rate') else repr(float(spec['rate'])),
+           '--percentile-metrics', ','.join(METRICS),
+           '--metric-percentiles', '50,90,99', '--save-result', '--result-dir', result_dir,
+           '--result-filename', result_file]
+    if spec.get('concurrency'):
+        out += ['--max-concurrency', str(spec['concurrency'])]
+    if spec.get('served_model_name') and '--served-model-name' in flags:
+        out += ['--served-model-name', spec['served_model_name']]
+    # a fixed output length: without it a request may stop at EOS and TPOT means another thing
+    if '--ignore-eos' in flags:
+        out.append('--ignore-eos')
+    if spec.get('seed') is not None and '--seed' in flags:
+        out += ['--seed', str(spec['seed'])]
+    # the per-request lists give min and max
+    if '--save-detailed' in flags:
+        out.append('--save-detailed')
+    if '--disable-tqdm' in flags:
+        out.append('--disable-tqdm')
+    return out
+
+
+def _ms(values):
+    return [float(v) * 1000.0 for v in values or [] if v is not None]
+
+
+def _metric(data, name, samples):
+    """{n, mean, p50, p90, p99, min, max} of one metric from the result file (ms)."""
+    out = dict((k, None) for k in KEYS)
+    if samples:
+        out.update(summary(samples))
+    out['n'] = len(samples) if samples else data.get('completed')
+    for key, field in (('mean', 'mean_%s_ms'), ('p50', 'p50_%s_ms'), ('p90', 'p90_%s_ms'), ('p99', 'p99_%s_ms')):
+        value = data.get(field % name)
+        if value is None and key == 'p50':
+            value = data.get('median_%s_ms' % name)
+        if value is not None:
+            out[key] = float(value)
+    return out
+
+
+def _tpot_samples(data):
+    """Per-request TPOT (ms) as vllm computes it: (latency - ttft) / (output tokens - 1)."""
+    lat, ttft, outl = data.get('latencies') or [], data.get('ttfts') or [], data.get('output_lens') or []
+    return [(lat[i] - ttft[i]) * 1000.0 / (outl[i] - 1) for i in range(min(len(lat), len(ttft), len(outl)))
+            if outl[i] and outl[i] > 1 and lat[i] and ttft[i]]
+
+
+def normalize(data, count):
+    """The result file of `vllm bench serve` as the benchmark's result (the load generator's form).
+    COUNT: the requests asked for (older releases have no `failed`)."""
+    completed = int(data.get('completed') or 0)
+    failed = data.get('failed')
+    failed = int(failed) if failed is not None else max(0, int(count) - completed)
+    errors = [str(e) for e in data.get('errors') or [] if e][:20]
+    itls = [x for per_request in data.get('itls') or [] for x in per_request or []]
+    samples = dict(ttft=_ms(data.get('ttfts')), tpot=_tpot_samples(data), itl=_ms(itls),
+                   e2el=_ms(data.get('latencies')))
+    out = dict(completed=completed, failed=failed, errors=errors, duration_s=float(data.get('duration') or 0.0),
+               request_throughput=float(data.get('request_throughput') or 0.0),
+               output_throughput=float(data.get('output_throughput') or 0.0),
+               total_output_tokens=int(data.get('total_output_tokens') or 0))
+    for m in METRICS:
+        out['%s_ms' % m] = _metric(data, m, samples[m])
+    return out
