@@ -116,12 +116,10 @@ options:
     default: false
 attributes:
   check_mode:
-    support: full
     details: O(mode=run) sends no request in check mode; O(mode=report) writes no file.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 notes:
   - The load runs on the proxy host, not on the controller, which may not reach the proxy in an air-gapped site.
 author:
