@@ -80,4 +80,3 @@ def settings_problems(values):
         out.append(('vllm_pd_bench_rate', 'neither vllm_pd_bench_rate nor vllm_pd_bench_concurrency is set, so the '
                     'load would have no bound', 'set a rate (requests/s) or a concurrency (requests in flight)'))
     return out
-

@@ -219,10 +219,10 @@ def test_bad_settings_name_the_variable_and_the_fix(values, variable):
 
 
 def test_good_settings_pass():
-    assert bench_settings.settings_problems({'vllm_pd_slo_ttft_ms': None, 'vllm_pd_slo_tpot_ms': '50', 'vllm_pd_bench_rate': None,
-                                         'vllm_pd_bench_concurrency': 8, 'vllm_pd_baseline_tolerance': 0.9,
-                                         'vllm_pd_bench_requests': '200', 'vllm_pd_bench_tool': 'loadgen',
-                                         'vllm_pd_bench_save_baseline': 'true', 'vllm_pd_benchmark': False}) == []
+    good = {'vllm_pd_slo_ttft_ms': None, 'vllm_pd_slo_tpot_ms': '50', 'vllm_pd_bench_rate': None,
+            'vllm_pd_bench_concurrency': 8, 'vllm_pd_baseline_tolerance': 0.9, 'vllm_pd_bench_requests': '200',
+            'vllm_pd_bench_tool': 'loadgen', 'vllm_pd_bench_save_baseline': 'true', 'vllm_pd_benchmark': False}
+    assert bench_settings.settings_problems(good) == []
 
 
 def test_inventory_validation_names_host_variable_and_fix():
