@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: pd_proxy_members
+short_description: What to add to and remove from a running proxy so its members are the inventory's
+version_added: "1.2.0"
+description:
+  - Compares the member lists of the vllm-ascend example proxy's C(/instances/add) or C(/instances/remove) answer
+    with the instances the inventory wants behind it (V(localhost) and V(127.0.0.1) count as V(0.0.0.0), as the
+    proxy compares them).
+options:
+  _input:
+    description: The proxy's JSON answer (C(current_prefill_instances), C(current_decode_instances)).
+    type: dict
+    required: true
+  desired:
+    description: C({prefill: [host:port, ...], decode: [...]}), the members the inventory wants.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Plan the membership change
+  ansible.builtin.debug:
+    msg: "{{ answer.json | vllm_pd.ascend.pd_proxy_members({'prefill': ['10.0.0.1:8100'], 'decode': ['10.0.0.2:8200']}) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(live) (the proxy's lists), C(add) and C(remove) (C({prefill: [...], decode: [...]})), C(changed).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.proxy_members import live_members, plan
+
+
+def pd_proxy_members(answer, desired):
+    try:
+        live = live_members(answer)
+    except ValueError as exc:
+        raise AnsibleFilterError('the proxy answered no member lists (%s): is proxy_admin_api right for it?' % exc)
+    return dict(plan(live, desired), live=live)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"pd_proxy_members": pd_proxy_members}
