@@ -10,18 +10,27 @@ name: pd_proxy_members
 short_description: What to add to and remove from a running proxy so its members are the inventory's
 version_added: "1.2.0"
 description:
-  - Compares the member lists of the vllm-ascend example proxy's C(/instances/add) or C(/instances/remove) answer
+  - C(pd_proxy_members) compares the member lists of the vllm-ascend example proxy's C(/instances/add) or C(/instances/remove) answer
     with the instances the inventory wants behind it (V(localhost) and V(127.0.0.1) count as V(0.0.0.0), as the
     proxy compares them).
+  - C(pd_proxy_view) - the doctor's view, C(missing), C(extra) and C(draining) (listed, their host has
+    C(vllm_pd_state) absent), each C({prefill: [...], decode: [...]}), of the proxy's answer, or of the words of a proxy
+    command line (a proxy without the admin API serves what its command line names).
 options:
   _input:
-    description: The proxy's JSON answer (C(current_prefill_instances), C(current_decode_instances)).
-    type: dict
+    description:
+      - The proxy's JSON answer (C(current_prefill_instances), C(current_decode_instances)); for C(pd_proxy_view) also
+        a list, the proxy's command line.
+    type: raw
     required: true
   desired:
     description: C({prefill: [host:port, ...], decode: [...]}), the members the inventory wants.
     type: dict
     required: true
+  retiring:
+    description: C(pd_proxy_view) only - the members of hosts with C(vllm_pd_state) absent (host:port).
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""
@@ -32,23 +41,34 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(live) (the proxy's lists), C(add) and C(remove) (C({prefill: [...], decode: [...]})), C(changed).
+  description:
+    - C(pd_proxy_members) - C(live) (the proxy's lists), C(add) and C(remove) (C({prefill: [...], decode: [...]})),
+      C(changed).
+    - C(pd_proxy_view) - C(missing), C(extra), C(draining).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.proxy_members import live_members, plan
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.proxy_members import doctor_view, live_members, plan, unit_members
+
+
+def _live(answer):
+    try:
+        return unit_members(answer) if isinstance(answer, list) else live_members(answer)
+    except ValueError as exc:
+        raise AnsibleFilterError('the proxy answered no member lists (%s): is proxy_admin_api right for it?' % exc)
 
 
 def pd_proxy_members(answer, desired):
-    try:
-        live = live_members(answer)
-    except ValueError as exc:
-        raise AnsibleFilterError('the proxy answered no member lists (%s): is proxy_admin_api right for it?' % exc)
+    live = _live(answer)
     return dict(plan(live, desired), live=live)
+
+
+def pd_proxy_view(answer, desired, retiring=None):
+    return doctor_view(_live(answer), desired, retiring or [])
 
 
 class FilterModule(object):
     def filters(self):
-        return {"pd_proxy_members": pd_proxy_members}
+        return {"pd_proxy_members": pd_proxy_members, "pd_proxy_view": pd_proxy_view}

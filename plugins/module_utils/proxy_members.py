@@ -43,3 +43,31 @@ def plan(live, desired):
     out['changed'] = any(out['add'][r] or out['remove'][r] for r in ROLES)
     return out
 
+
+
+def _after(words, flag):
+    out = []
+    if flag in words:
+        for word in words[words.index(flag) + 1:]:
+            if word.startswith('--'):
+                break
+            out.append(word)
+    return out
+
+
+def unit_members(words):
+    """The members a proxy command line names (--prefiller-hosts/-ports, --decoder-hosts/-ports), as
+    live_members gives them: what a proxy without the admin API serves, since it cannot change them."""
+    words = [str(w) for w in words]
+    return dict((r, ['%s:%s' % hp for hp in zip(_after(words, '--%ser-hosts' % f), _after(words, '--%ser-ports' % f))])
+                for r, f in (('prefill', 'prefill'), ('decode', 'decod')))
+
+
+def doctor_view(live, desired, retiring):
+    """Members as the proxy sees them vs the inventory: missing (the inventory wants, the proxy lacks),
+    extra (listed, the inventory does not know them) and draining (listed, their host is being retired)."""
+    p = plan(live, desired)
+    gone = set(member_key(m) for m in retiring)
+    return {'missing': p['add'],
+            'extra': dict((r, [m for m in p['remove'][r] if member_key(m) not in gone]) for r in ROLES),
+            'draining': dict((r, [m for m in p['remove'][r] if member_key(m) in gone]) for r in ROLES)}
