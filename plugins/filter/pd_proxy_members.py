@@ -14,7 +14,7 @@ description:
     with the instances the inventory wants behind it (V(localhost) and V(127.0.0.1) count as V(0.0.0.0), as the
     proxy compares them).
   - C(pd_proxy_view) - the doctor's view, C(missing), C(extra) and C(draining) (listed, their host has
-    C(vllm_pd_state) absent), each C({prefill: [...], decode: [...]}), of the proxy's answer, or of the words of a proxy
+    C(vllm_pd_state) absent), each with a prefill and a decode list, of the proxy's answer, or of the words of a proxy
     command line (a proxy without the admin API serves what its command line names).
 options:
   _input:
@@ -24,7 +24,7 @@ options:
     type: raw
     required: true
   desired:
-    description: C({prefill: [host:port, ...], decode: [...]}), the members the inventory wants.
+    description: The members the inventory wants, a C(prefill) and a C(decode) list of C(host:port).
     type: dict
     required: true
   retiring:
@@ -42,8 +42,8 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - C(pd_proxy_members) - C(live) (the proxy's lists), C(add) and C(remove) (C({prefill: [...], decode: [...]})),
-      C(changed).
+    - C(pd_proxy_members) - C(live) (the proxy's lists), C(add) and C(remove) (each a C(prefill) and a C(decode)
+      list), C(changed).
     - C(pd_proxy_view) - C(missing), C(extra), C(draining).
   type: dict
 """
