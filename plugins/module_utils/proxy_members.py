@@ -44,7 +44,6 @@ def plan(live, desired):
     return out
 
 
-
 def _after(words, flag):
     out = []
     if flag in words:

@@ -45,8 +45,8 @@ def fleet(tmp_path_factory):
         # the proxy probes an added member every second (default 10 s), so adding waits less
         "proxy_extra_args: [--waiting-retry-interval, '1']\n")
     full = (base / "hosts.yml").read_text()
-    two_two = full.replace(f", {D3}: {{}}", "").replace(
-        next(line for line in full.splitlines(True) if line.startswith(f"        {D3}: ")), "")
+    d3_line = [line for line in full.splitlines(True) if line.startswith(f"        {D3}: ")][0]
+    two_two = full.replace(f", {D3}: {{}}", "").replace(d3_line, "")
     d3_absent = with_state(full, D3, "absent")
     invs = {"2p3d": base, "2p2d": variant(base, "2p2d", two_two), "d3_absent": variant(base, "d3_absent", d3_absent),
             "p2_absent": variant(base, "p2_absent", with_state(d3_absent, P2, "absent"))}
@@ -140,7 +140,7 @@ def test_add_a_third_decode_under_load(fleet):
     labs["2p2d"].playbook("playbooks/deploy_pd.yml")
     pid = proxy_pid(lab)
     assert members(lab)[1] == sorted([addr(lab, D1, 8200), addr(lab, D2, 8200)])
-    _, r = under_load(lab, labs["2p3d"], "add D3")
+    r = under_load(lab, labs["2p3d"], "add D3")[1]
     assert lab.changed(r)[D1] == 0 and lab.changed(r)[P2] == 0, lab.changed(r)
     want = (sorted([addr(lab, P1, 8100), addr(lab, P2, 8100)]),
             sorted([addr(lab, D1, 8200), addr(lab, D2, 8200), addr(lab, D3, 8200)]))
@@ -162,7 +162,7 @@ def retired(lab, host, kind):
 def test_retire_a_decode_under_load(fleet):
     lab, labs = fleet
     pid = proxy_pid(lab)
-    _, r = under_load(lab, labs["d3_absent"], "retire D3")
+    r = under_load(lab, labs["d3_absent"], "retire D3")[1]
     retired(lab, D3, "decode")
     assert addr(lab, D3, 8200) not in unit_members(lab)[1]
     assert proxy_pid(lab) == pid

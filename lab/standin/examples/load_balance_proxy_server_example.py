@@ -19,7 +19,6 @@ Membership lives in memory only: a restart goes back to the command line.
 """
 import argparse
 import asyncio
-import json
 import os
 import sys
 import threading

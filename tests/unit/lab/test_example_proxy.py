@@ -56,7 +56,7 @@ def test_remove_in_flight_only_taints_until_the_global_count_is_zero():
     assert s.remove("decode", [D1]) is True
     # tainted: still listed, picked only when nothing else of its role is left
     assert s.snapshot()["decode"] == ["10.0.0.3:8200", "10.0.0.4:8200"]
-    assert [s.pick("decode", 100.0)[0] for _ in range(3)] == ["10.0.0.4:8200"] * 3
+    assert [s.pick("decode", 100.0)[0] for attempt in range(3)] == ["10.0.0.4:8200"] * 3
     s.probe_waiting(lambda h, p: True, 3)
     assert len(s.snapshot()["decode"]) == 2          # request_num is still 1: not removed
     s.finish()
