@@ -202,8 +202,28 @@ def test_block_size_on_decode_only_is_refused_while_the_cluster_serves(fleet):
     print(f"\nrefused block size change: completed {result['completed']} failed {result['failed']}; "
           f"e2el p99 {result['e2el_ms']['p99']} ms")
     assert r.returncode != 0
-    refusal = [line for line in r.stdout.splitlines() if "ChangeNotRollable" in line]
-    assert refusal and "block size" in refusal[0] and "null -> 64" in r.stdout, r.stdout[-3000:]
+    text = " ".join(r.stdout.split())      # the callback wraps long messages
+    assert "ChangeNotRollable: block size change(s) what P and D must share" in text, r.stdout[-3000:]
+    assert "block size on decode: null -> 64" in text
     assert_nothing_changed(lab, r)
     assert engine_pids(lab) == before
     assert result["failed"] == 0 and result["completed"] >= RATE * 5, result
+
+
+def test_orphan_unit_is_reported_and_removed_only_when_asked(fleet):
+    lab, labs = fleet
+    inv = labs["p2_absent"]
+    unit = "vllm-pd-decode-dp7.service"     # an earlier layout's instance no inventory entry explains
+    lab.run(D1, f"printf '[Service]\\nExecStart=/bin/sleep infinity\\n' > /etc/systemd/system/{unit} && "
+                f"systemctl daemon-reload && systemctl start {unit}")
+    r = inv.playbook("playbooks/deploy_pd.yml")
+    assert f"OrphanInstance: cluster lab40, host {D1}: {unit}" in r.stdout, r.stdout[-3000:]
+    assert lab.unit(D1, unit)[1] == "active"
+    doctor = inv.playbook("playbooks/doctor.yml", check=False)
+    assert f"OrphanInstance: cluster lab40, host {D1}: {unit}" in doctor.stdout
+    assert "missing P [] D []; extra P [] D []" in doctor.stdout, doctor.stdout[-3000:]
+    r = inv.playbook("playbooks/deploy_pd.yml", "-e", "vllm_pd_remove_orphans=true")
+    assert lab.unit(D1, unit)[1] in ("inactive", "")
+    assert not lab.host(D1).file(f"/etc/systemd/system/{unit}").exists
+    assert lab.unit(D1, "vllm-pd-decode.service") == ("enabled", "active")
+    assert_nothing_changed(lab, inv.playbook("playbooks/deploy_pd.yml", "-e", "vllm_pd_remove_orphans=true"))
