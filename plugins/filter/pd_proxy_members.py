@@ -50,7 +50,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.proxy_members import doctor_view, live_members, plan, unit_members
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.proxy_members import doctor_view, live_members, plan, unit_members
 
 
 def _live(answer):

@@ -61,7 +61,9 @@ _value:
   type: raw
 """
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import doctor_launch, orphans, rollable
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_launch
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import orphans
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import rollable
 
 
 def pd_launch(argv, environ=None):

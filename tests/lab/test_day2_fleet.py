@@ -7,15 +7,14 @@ the 2P2D start state leaves pd-d40-3 out of the inventory. The proxy is the lab 
 vllm-ascend's example proxy (lab/standin/examples). The containers are removed at the end.
 """
 import json
-import os
 import shutil
-import subprocess
 import urllib.request
+from pathlib import Path
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import loadgen
-from conftest import ROOT, Lab
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
+from conftest import Lab, own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -25,7 +24,7 @@ RATE = 5.0
 
 
 def variant(base, name, hosts_yml):
-    out = base.parent / name
+    out = base.parent / f"{base.name}-{name}"
     shutil.copytree(base, out)
     (out / "hosts.yml").write_text(hosts_yml)
     return out
@@ -37,32 +36,26 @@ def with_state(text, host, state):
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    base = tmp_path_factory.mktemp("day2-fleet") / "full"
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "40", "--prefill", "2",
-                    "--decode", "3", "--out", str(base)], check=True)
-    (base / "group_vars" / "all" / "day2.yml").write_text(
-        f"proxy_script: {EXAMPLE_PROXY}\n"
-        # the proxy probes an added member every second (default 10 s), so adding waits less
-        "proxy_extra_args: [--waiting-retry-interval, '1']\n")
-    full = (base / "hosts.yml").read_text()
-    d3_line = [line for line in full.splitlines(True) if line.startswith(f"        {D3}: ")][0]
-    two_two = full.replace(f", {D3}: {{}}", "").replace(d3_line, "")
-    d3_absent = with_state(full, D3, "absent")
-    invs = {"2p3d": base, "2p2d": variant(base, "2p2d", two_two), "d3_absent": variant(base, "d3_absent", d3_absent),
-            "p2_absent": variant(base, "p2_absent", with_state(d3_absent, P2, "absent"))}
-    invs["d_block_size"] = variant(invs["p2_absent"], "d_block_size", with_state(d3_absent, P2, "absent"))
-    (invs["d_block_size"] / "group_vars" / "all" / "change.yml").write_text("decode_block_size: 64\n")
-    lab = Lab(base)
-    lab.up()
-    # a holder the preflight may stop on P2 (vllm_pd_stop_services: [grafana-server]); retiring P2 puts it back
-    lab.fixtures(P2, ["conflict_service"])
-    labs = {k: Lab(v) for k, v in invs.items()}
-    yield lab, labs
-    for one in labs.values():
-        one.close()
-    if not os.environ.get("DAY2_KEEP_LAB"):
-        lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    day2 = {"proxy_script": EXAMPLE_PROXY,
+            # the proxy probes an added member every second (default 10 s), so adding waits less
+            "proxy_extra_args": ["--waiting-retry-interval", "1"]}
+    with own_lab(tmp_path_factory, 40, prefill=2, decode=3, group_vars={"lab40": day2}) as lab:
+        base = Path(lab.inventory)
+        full = (base / "hosts.yml").read_text()
+        d3_line = [line for line in full.splitlines(True) if line.startswith(f"        {D3}: ")][0]
+        two_two = full.replace(f", {D3}: {{}}", "").replace(d3_line, "")
+        d3_absent = with_state(full, D3, "absent")
+        p2_absent = with_state(d3_absent, P2, "absent")
+        invs = {"2p3d": base, "2p2d": variant(base, "2p2d", two_two), "d3_absent": variant(base, "d3_absent", d3_absent),
+                "p2_absent": variant(base, "p2_absent", p2_absent)}
+        invs["d_block_size"] = variant(base, "d_block_size", p2_absent)
+        (invs["d_block_size"] / "group_vars" / "all" / "change.yml").write_text("decode_block_size: 64\n")
+        # a holder the preflight may stop on P2 (vllm_pd_stop_services: [grafana-server]); retiring P2 puts it back
+        lab.fixtures(P2, ["conflict_service"])
+        labs = {k: Lab(v) for k, v in invs.items()}
+        yield lab, labs
+        for one in labs.values():
+            one.close()
 
 
 def changed_tasks(result):

@@ -7,11 +7,9 @@ StartLimitBurst (5) within StartLimitIntervalSec (600 s): without reset-failed b
 Cluster lab41 of lab/gen-inventory (pd-p41, pd-d41; YOUR RANGE 40-49 of issue 21), its own
 inventory; its containers are removed at the end.
 """
-import subprocess
-
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -21,14 +19,8 @@ UNITS = ((P, "vllm-pd-prefill.service"), (D, "vllm-pd-decode.service"), (P, "vll
 
 @pytest.fixture(scope="module")
 def lab41(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("day2-start-limit")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "41", "--out", str(inv)],
-                   check=True)
-    lab = Lab(inv)
-    lab.up()
-    yield lab
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    with own_lab(tmp_path_factory, 41) as lab:
+        yield lab
 
 
 def test_deploy_after_start_limit_starts_every_unit(lab41):

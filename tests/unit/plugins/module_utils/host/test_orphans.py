@@ -1,4 +1,4 @@
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.orphans import orphan_units
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.orphans import orphan_units
 
 LINES = ["vllm-pd-prefill.service loaded active running vLLM prefill",
          "vllm-pd-decode-dp1.service loaded inactive dead vLLM decode",

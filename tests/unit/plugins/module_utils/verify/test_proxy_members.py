@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.proxy_members import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.proxy_members import (
     doctor_view, live_members, member_key, plan, unit_members)
 
 ANSWER = {"message": "add prefill instances: [].", "current_prefill_instances": ["10.0.0.1:8100"],

@@ -1,4 +1,5 @@
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import doctor_launch, rollable
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_launch
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import rollable
 
 
 def running(kind, host, *extra, tp=8):
