@@ -80,9 +80,18 @@ CHECKS = {
     # a warning only (the deploy goes on); ignoring it silences it
     'TransferTimeoutShort': ('cluster', 'ASCEND_TRANSFER_TIMEOUT is not above 4.096 us * 2^HCCL_RDMA_TIMEOUT * '
                              'HCCL_RDMA_RETRY_CNT', 'raise it, or drop it so vllm-ascend derives it'),
+    # day-2 operations (issue 21): a change of the running fleet stops here, nothing more is changed
+    'ProxyMemberNotAdded': ('proxy', 'the proxy did not list an added instance (its /v1/models probe failed)',
+                            'make /v1/models answer from the proxy host, or raise proxy_member_wait'),
+    'ChangeNotRollable': ('cluster', 'the change alters what P and D must share on a running cluster',
+                          'keep the running values, or set vllm_pd_allow_downtime: true for a stop-the-cluster change'),
+    'OrphanInstance': ('host', 'a vllm_pd unit on the host that no inventory entry explains (a warning only)',
+                       'add the host back to its group, or set vllm_pd_remove_orphans: true to remove it'),
+    'DrainTimeout': ('proxy', 'an instance out of the proxy still had requests in flight at the deadline',
+                     'run again at lower traffic, raise vllm_pd_drain_timeout, or set vllm_pd_allow_downtime'),
 }
-# A deployment cannot even be rendered past these.
-NOT_IGNORABLE = ('InventoryInvalid',)
+# A deployment cannot even be rendered past these; a change of the running fleet cannot skip its waits.
+NOT_IGNORABLE = ('InventoryInvalid', 'ProxyMemberNotAdded', 'DrainTimeout', 'ChangeNotRollable')
 
 
 def unknown(names):

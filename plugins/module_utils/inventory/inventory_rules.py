@@ -75,7 +75,7 @@ VARIABLES = tuple(sorted(set(
      "vllm_pd_stop_services", "vllm_pd_runtime", "vllm_pd_container_engine", "vllm_pd_proxy_enabled",
      "prefill_runtime", "decode_runtime", "prefill_container_engine", "decode_container_engine",
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
-     "vllm_pd_vllm_ascend_version")
+     "vllm_pd_vllm_ascend_version", "vllm_pd_state")
     + PORT_VARS + COUNT_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
     + CONNECTION_VARS + tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS)))
 
@@ -644,6 +644,7 @@ def rule_proxy(view):
                           "remove the host(s) from vllm_pd_proxy or unset vllm_pd_proxy_enabled")
 
 
+<<<<<<< HEAD
 def rule_benchmark(view):
     """The benchmark's settings (bench_settings.settings_problems), where a proxy host reads them."""
     names = tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS
@@ -651,6 +652,29 @@ def rule_benchmark(view):
         values = dict((n, view.get(h, n)) for n in names if view.has(h, n))
         for var, message, fix in bench_settings.settings_problems(values):
             yield hfind(view, h, var, message, fix)
+=======
+def rule_state(view):
+    """vllm_pd_state: absent retires a host (drained out of the proxy, then stopped, its files removed);
+    the cluster must keep a serving side of each kind and its proxy."""
+    for name, members in sorted(view.clusters.items()):
+        present = []
+        for h in members:
+            v = view.get(h, "vllm_pd_state", "present")
+            if v not in ("present", "absent"):
+                yield Finding(name, h, "vllm_pd_state", "vllm_pd_state=%s is not present or absent" % show(v),
+                              "write present (the default) or absent (drain, stop and remove this host's instances)")
+            elif v == "absent" and h in view.proxy:
+                yield Finding(name, h, "vllm_pd_state", "vllm_pd_state is absent on the cluster's proxy host, so the "
+                              "proxy would go away with it", "move the proxy to a host that stays (group vllm_pd_proxy) "
+                              "in one run, then retire this host in the next")
+            elif v != "absent":
+                present.append(h)
+        for kind, group in (("prefill", view.prefill), ("decode", view.decode)):
+            if any(h in group for h in members) and not any(h in group for h in present):
+                yield Finding(name, "", "vllm_pd_state", "every %s host of the cluster has vllm_pd_state: absent, so "
+                              "nothing would serve that side" % kind,
+                              "keep one %s host present, or stop the cluster with stop_pd.yml" % kind)
+>>>>>>> day2
 
 
 # The order findings are reported in. Later cluster-wide checks (P/D consistency) go here.
@@ -658,7 +682,12 @@ RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
     rule_host_layout,
+<<<<<<< HEAD
     rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy, rule_benchmark,
+=======
+    rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy,
+    rule_state,
+>>>>>>> day2
 ]
 
 

@@ -339,6 +339,12 @@ ROWS = [
     ('proxy_opt_out_contradicted', dict(c=dict(vllm_pd_proxy_enabled=False)),
      Err('vllm_pd_proxy_enabled', 'c', 'is false but', 'remove the host')),
     ('proxy_enabled_text', dict(c=dict(vllm_pd_proxy_enabled='no')), Err('vllm_pd_proxy_enabled', 'p', 'not a boolean')),
+    # --- vllm_pd_state (issue 21): retire a host, never a whole side or the proxy's host
+    ('state_typo', dict(d=dict(vllm_pd_state='gone')), Err('vllm_pd_state', 'd', 'not present or absent')),
+    ('state_absent_proxy_host', dict(p=dict(vllm_pd_state='absent')),
+     Err('vllm_pd_state', 'p', "cluster's proxy host", 'move the proxy')),
+    ('state_absent_last_decode', dict(d=dict(vllm_pd_state='absent')),
+     Err('vllm_pd_state', 'c', 'every decode host', 'keep one decode host present')),
 ]
 NAMES = [r[0] for r in ROWS]
 # names make cluster and host names: they must stay valid
