@@ -8,7 +8,8 @@ export PATH=$VENV/bin:$PATH
 export ANSIBLE_CONFIG=$REPO/ansible.cfg
 
 APT_PACKAGES=(podman runc debootstrap python3-venv python3-pip openssh-client iproute2 lsof rsync git
-  libibverbs1 librdmacm1 libnuma1 libcurl4)
+  libibverbs1 librdmacm1 libnuma1 libcurl4
+  prometheus)  # promtool checks the file_sd files (tests/unit/plugins/filter/test_pd_file_sd.py)
 
 setup_host() {
   local missing=()

@@ -17,6 +17,7 @@ import json
 import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils import engine_env
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import monitoring_ports as M
 
 KINDS = ("prefill", "decode")
 ROLLOUTS = ("parallel", "serial", "canary")
@@ -75,7 +76,7 @@ VARIABLES = tuple(sorted(set(
      "vllm_pd_stop_services", "vllm_pd_runtime", "vllm_pd_container_engine", "vllm_pd_proxy_enabled",
      "prefill_runtime", "decode_runtime", "prefill_container_engine", "decode_container_engine",
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
-     "vllm_pd_vllm_ascend_version")
+     "vllm_pd_vllm_ascend_version", M.VARIABLE)
     + PORT_VARS + COUNT_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
     + CONNECTION_VARS)))
 
@@ -84,11 +85,13 @@ class Finding(object):
     """One error: where (cluster, host, variable), what is wrong and how to fix it.
     cluster '*' stops the whole rollout; a cluster's name stops that cluster only."""
 
-    __slots__ = ("cluster", "host", "variable", "message", "fix")
+    __slots__ = ("cluster", "host", "variable", "message", "fix", "check")
 
-    def __init__(self, cluster, host, variable, message, fix):
+    def __init__(self, cluster, host, variable, message, fix, check="InventoryInvalid"):
         self.cluster, self.host, self.variable, self.message, self.fix = cluster or "*", host or "", \
             variable or "", message, fix
+        # the check_names.py name; only a name other than InventoryInvalid can be ignored
+        self.check = check
 
     @property
     def text(self):
@@ -101,7 +104,7 @@ class Finding(object):
 
     def as_dict(self):
         return {"cluster": self.cluster, "host": self.host, "variable": self.variable,
-                "message": self.message, "fix": self.fix, "text": self.text}
+                "message": self.message, "fix": self.fix, "text": self.text, "check": self.check}
 
     def __repr__(self):
         return "Finding(%r)" % self.text
@@ -181,8 +184,8 @@ class ClusterView(object):
         return as_int(self.get(host, var, default)) if self.has(host, var) else default
 
 
-def hfind(view, host, variable, message, fix):
-    return Finding(view.key(host), host, variable, message, fix)
+def hfind(view, host, variable, message, fix, check="InventoryInvalid"):
+    return Finding(view.key(host), host, variable, message, fix, check)
 
 
 # ---------------------------------------------------------------- whole rollout
@@ -536,6 +539,46 @@ def rule_host_layout(view):
                             "lower tp/dp or set %s_devices" % kind)
 
 
+def _ascend_base_port(view, h):
+    """ASCEND_BASE_PORT of the host's engine env (the ADXL window's start), else vLLM-Ascend's default."""
+    for var in ENV_VARS:
+        env = view.get(h, var)
+        if isinstance(env, dict) and as_int(env.get("ASCEND_BASE_PORT")):
+            return as_int(env["ASCEND_BASE_PORT"])
+    return M.G.DEFAULT_ASCEND_BASE_PORT
+
+
+def rule_monitoring_ports(view):
+    """The operator's monitoring ports stay out of every group, API/proxy port and reserved window of
+    the host (monitoring_ports.py); values that are not numbers are rule_numbers' findings."""
+    for h in view.hosts:
+        raw = view.get(h, M.VARIABLE, list(M.DEFAULT_MONITORING_PORTS))
+        monitoring, why = M.parse_ports(raw)
+        if why:
+            yield hfind(view, h, M.VARIABLE, why, "write a YAML list of the ports your monitoring services listen on")
+            continue
+        taken = []
+        kinds = view.kinds(h)
+        for kind in kinds:
+            kv = view.int_of(h, "prefill_kv_port") if view.has(h, "prefill_kv_port") else view.int_of(h, "vllm_pd_kv_port")
+            tp, dp = view.int_of(h, "vllm_pd_%s_tp_size" % kind), view.int_of(h, "vllm_pd_%s_dp_size" % kind, 1)
+            ranks = _ranks(view.get(h, "vllm_pd_%s_dp_ranks" % kind, []))
+            api = view.int_of(h, kind + "_api_port", DEFAULT_API_PORT[kind])
+            rpc = view.int_of(h, "vllm_pd_%s_dp_rpc_port" % kind, DEFAULT_DP_RPC_PORT[kind])
+            if not all((kv, tp, dp, api)) or ranks is None:
+                continue
+            taken += M.engine_taken(kind, kv, tp, dp, sorted(set(ranks)), api, rpc)
+        if kinds:
+            taken += M.windows_taken(view.int_of(h, "vllm_pd_npu_count", M.G.DEFAULT_NPU_COUNT) or M.G.DEFAULT_NPU_COUNT,
+                                     _ascend_base_port(view, h))
+        if h in view.proxy:
+            port = view.int_of(h, "vllm_pd_proxy_port", DEFAULT_PROXY_PORT)
+            if port:
+                taken.append((port, port, "the proxy port %d (vllm_pd_proxy_port)" % port, "or change vllm_pd_proxy_port"))
+        for _port, message, fix in M.collisions(monitoring, taken):
+            yield hfind(view, h, M.VARIABLE, message, fix, M.CHECK)
+
+
 # ---------------------------------------------------------------- per cluster
 
 
@@ -648,7 +691,7 @@ def rule_proxy(view):
 RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
-    rule_host_layout,
+    rule_host_layout, rule_monitoring_ports,
     rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy,
 ]
 
