@@ -44,6 +44,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -54,6 +55,9 @@ from testinfra.backend.ssh import SshBackend
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
 PD_GROUPS = ("vllm_pd_prefill", "vllm_pd_decode", "vllm_pd_proxy")
+# the collection as ansible_collections.vllm_pd.ascend (the link scripts/lib.sh makes), for the tests that
+# use its code directly, e.g. the load generator
+sys.path.insert(0, str(ROOT / ".cache" / "collections"))
 
 
 def pytest_configure(config):

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils import loadgen
+
 KV_PORT, P_API, D_API, PROXY = 29002, 8110, 8210, 8010
 TP = 8
 ABORT_TIMEOUT = 5
@@ -97,8 +99,8 @@ def pd(lab):
     return p, d, lab.hosts[p], lab.hosts[d]
 
 
-def serve(units, host, unit, role, api_port, host_ip=None, kv_port=KV_PORT, listen_ip=None, delay=0):
-    env = {"VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": ABORT_TIMEOUT, "VLLM_LAB_STARTUP_DELAY": delay}
+def serve(units, host, unit, role, api_port, host_ip=None, kv_port=KV_PORT, listen_ip=None, delay=0, **extra_env):
+    env = {"VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": ABORT_TIMEOUT, "VLLM_LAB_STARTUP_DELAY": delay, **extra_env}
     if host_ip:
         env["VLLM_HOST_IP"] = host_ip
     argv = [STANDIN, "serve", "/models/lab-model", "--host", listen_ip or "0.0.0.0", "--port", str(api_port),
@@ -210,3 +212,62 @@ def test_right_ip_and_free_group_move_kv(lab, units, pd):
     # D told every P rank it was done: nothing is left for the force-free.
     time.sleep(ABORT_TIMEOUT + 2)
     assert "Force freed expired request" not in units.log(p, "lab-fidelity-p")
+
+
+def scrape(lab, ip, port):
+    """{(name, labels): value} of an engine's /metrics (route-guarded)."""
+    lab.guard(ip)
+    r = subprocess.run(["curl", "-sS", "-m", "10", f"http://{ip}:{port}/metrics"], capture_output=True, text=True,
+                       check=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^([a-z_:]+)(\{[^}]*\})? (\S+)$", line)
+        if m:
+            out[m.group(1), m.group(2) or ""] = float(m.group(3))
+    return out
+
+
+def metric(values, name, **labels):
+    found = [v for (n, lab), v in values.items() if n == name and all(f'{k}="{x}"' in lab for k, x in labels.items())]
+    assert len(found) == 1, (name, labels, sorted(values))
+    return found[0]
+
+
+def test_time_per_token_and_metrics_count_what_happened(lab, units, pd):
+    """The stand-in spends prefill and decode time (TTFT, TPOT mean something) and /metrics counts what
+    it did under vLLM's names: D's tokens and latencies, P's blocks held for D as KV cache usage."""
+    p, d, ph, dh = pd
+    timing = {"VLLM_LAB_PREFILL_MS_PER_TOKEN": 20, "VLLM_LAB_DECODE_MS_PER_TOKEN": 50}
+    serve(units, p, "lab-fidelity-p", "kv_producer", P_API, host_ip=ph["data_ip"], listen_ip=ph["data_ip"], **timing)
+    serve(units, d, "lab-fidelity-d", "kv_consumer", D_API, host_ip=dh["data_ip"], listen_ip=dh["data_ip"], **timing)
+    units.wait_log(p, "lab-fidelity-p", r"Application startup complete")
+    units.wait_log(d, "lab-fidelity-d", r"Application startup complete")
+    proxy(units, p, ph["data_ip"], ph["data_ip"], dh["data_ip"])
+    prompt = "one two three four five six seven eight nine ten"  # 10 tokens: 200 ms of prefill on P
+    result = loadgen.run(loadgen.LoadSpec(f"http://{ph['data_ip']}:{PROXY}", prompt=prompt, max_tokens=8,
+                                          rate=2, count=4, guard=lab.guard))
+    assert (result["completed"], result["failed"]) == (4, 0), result["errors"]
+    assert result["total_output_tokens"] == 32
+    # client TTFT: P's prefill (200 ms) + the pull + D's first decode step (50 ms); TPOT one step
+    assert result["ttft_ms"]["min"] >= 250, result["ttft_ms"]
+    assert 45 <= result["tpot_ms"]["mean"] < 500, result["tpot_ms"]
+    dm = scrape(lab, dh["data_ip"], D_API)
+    assert metric(dm, "vllm:generation_tokens_total") == 32
+    assert metric(dm, "vllm:request_success_total", finished_reason="length") == 4
+    assert metric(dm, "vllm:time_to_first_token_seconds_count") == 4
+    assert metric(dm, "vllm:inter_token_latency_seconds_count") == 4 * 7
+    assert metric(dm, "vllm:inter_token_latency_seconds_sum") >= 4 * 7 * 0.045
+    assert metric(dm, "vllm:num_requests_running") == 0 and metric(dm, "vllm:num_requests_waiting") == 0
+    pm = scrape(lab, ph["data_ip"], P_API)
+    assert metric(pm, "vllm:prompt_tokens_total") == 40 and metric(pm, "vllm:generation_tokens_total") == 4
+    assert metric(pm, "vllm:kv_cache_usage_perc") == 0  # D pulled everything, P freed it
+    # a prefill no D pulls: P holds its blocks (usage > 0) until the abort timeout force-frees them
+    lab.guard(ph["data_ip"])
+    r = subprocess.run(["curl", "-sS", "-m", "10", f"http://{ph['data_ip']}:{P_API}/v1/completions",
+                        "-H", "Content-Type: application/json", "-d", json.dumps({
+                            "prompt": prompt, "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}})],
+                       capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout)["kv_transfer_params"]["do_remote_prefill"] is True, r.stdout
+    assert metric(scrape(lab, ph["data_ip"], P_API), "vllm:kv_cache_usage_perc") > 0
+    units.wait_log(p, "lab-fidelity-p", r"Force freed expired request: cmpl-", timeout=ABORT_TIMEOUT + 20)
+    assert metric(scrape(lab, ph["data_ip"], P_API), "vllm:kv_cache_usage_perc") == 0

@@ -1,12 +1,17 @@
 """OpenAI-style API as vLLM serves it [facts §5]: the socket is bound (SO_REUSEADDR, SO_REUSEPORT)
-before the engine starts but listens only once it is ready, so connects are refused until then."""
+before the engine starts but listens only once it is ready, so connects are refused until then.
+
+Time is spent as on an engine, so TTFT and TPOT mean something: VLLM_LAB_PREFILL_MS_PER_TOKEN per
+prompt token before the first token of a prompt computed here (P, or an engine alone), one
+VLLM_LAB_DECODE_MS_PER_TOKEN per decode step (D's first token after its KV pull is a decode step).
+Both default to 0. Requests decode concurrently, as in a batch."""
 import asyncio
 import hashlib
 import json
 import socket
 import time
 
-from . import kvcache, logs
+from . import kvcache, logs, metrics
 from .consumer import TransferError
 from .engine import internal_request_id
 
@@ -43,11 +48,37 @@ def _error(status, message, kind):
         "message": message, "type": kind, "param": None, "code": status}})
 
 
+def _ms_env(env, name):
+    return float(env.get(name) or 0) / 1000.0
+
+
 def build_app(engine, served_name, max_model_len):
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, Response, StreamingResponse
+    from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
     app = FastAPI()
+    stats = metrics.Metrics(served_name, engine.pool)
+    prefill_per_token = _ms_env(engine.env, "VLLM_LAB_PREFILL_MS_PER_TOKEN")
+    decode_step = _ms_env(engine.env, "VLLM_LAB_DECODE_MS_PER_TOKEN")
+
+    async def emit(words, arrival, prompt_tokens, first_delay):
+        """The tokens of one running request, first after FIRST_DELAY, then one per decode step."""
+        stats.change(running=1)
+        try:
+            last = None
+            for word in words:
+                await asyncio.sleep(first_delay if last is None else decode_step)
+                now = time.monotonic()
+                stats.observe("ttft" if last is None else "itl", now - (arrival if last is None else last))
+                last = now
+                yield word
+            stats.finished("length", prompt_tokens, len(words), time.monotonic() - arrival)
+        finally:
+            stats.change(running=-1)
+
+    @app.get("/metrics")
+    async def prometheus_metrics():
+        return PlainTextResponse(stats.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/health")
     async def health():
@@ -71,6 +102,7 @@ def build_app(engine, served_name, max_model_len):
             prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
         else:
             prompt = body.get("prompt", "")
+        arrival = time.monotonic()
         tokens = kvcache.tokenize(prompt)
         prefix = "chatcmpl" if chat else "cmpl"
         external = f"{prefix}-{request.headers.get('x-request-id') or internal_request_id('')[1:]}"
@@ -79,6 +111,7 @@ def build_app(engine, served_name, max_model_len):
         params = body.get("kv_transfer_params") or {}
         out_params = None
         kv = kvcache.computed_kv(tokens)
+        first_delay = prefill_per_token * len(tokens)
         if params.get("do_remote_decode") and engine.role == "kv_producer":
             out_params = engine.prefill_for_remote_decode(request_id, tokens)
             max_tokens = 1
@@ -87,13 +120,18 @@ def build_app(engine, served_name, max_model_len):
             if missing:
                 _params_log.warning("Got invalid KVTransferParams. params=%s.", params)
             else:
+                stats.change(waiting=1)  # WAITING_FOR_REMOTE_KVS is a waiting state in vLLM's scheduler
                 try:
                     kv = await asyncio.to_thread(engine.puller.pull, request_id, params, tokens)
                 except (TransferError, RuntimeError) as e:
                     _kv_log.error("Failed to transfer KV cache for request %s: %s", request_id, e)
                     _serving_log.error("Request %s failed with an internal error during generation", request_id)
                     return _error(500, "Internal server error", "InternalServerError")
+                finally:
+                    stats.change(waiting=-1)
+                first_delay = decode_step
         words = generate(tokens, max_tokens, kv)
+        tokens_out = emit(words, arrival, len(tokens), first_delay)
         finish = "length"
         usage = {"prompt_tokens": len(tokens), "completion_tokens": len(words),
                  "total_tokens": len(tokens) + len(words), "prompt_tokens_details": None}
@@ -101,14 +139,17 @@ def build_app(engine, served_name, max_model_len):
         obj = "chat.completion" if chat else "text_completion"
         if body.get("stream"):
             async def events():
-                for w in words:
-                    delta = {"delta": {"role": "assistant", "content": w}} if chat else {"text": w}
-                    chunk = {"id": external, "object": obj + (".chunk" if chat else ""), "created": created,
-                             "model": served_name, "choices": [dict(index=0, finish_reason=None, **delta)]}
-                    yield f"data: {json.dumps(chunk)}\n\n"
-                yield "data: [DONE]\n\n"
+                try:
+                    async for w in tokens_out:
+                        delta = {"delta": {"role": "assistant", "content": w}} if chat else {"text": w}
+                        chunk = {"id": external, "object": obj + (".chunk" if chat else ""), "created": created,
+                                 "model": served_name, "choices": [dict(index=0, finish_reason=None, **delta)]}
+                        yield f"data: {json.dumps(chunk)}\n\n"
+                    yield "data: [DONE]\n\n"
+                finally:  # a client that went away ends the request at once, as vLLM aborts it
+                    await tokens_out.aclose()
             return StreamingResponse(events(), media_type="text/event-stream")
-        text = "".join(words)
+        text = "".join([w async for w in tokens_out])
         choice = ({"index": 0, "message": {"role": "assistant", "content": text}} if chat
                   else {"index": 0, "text": text, "logprobs": None})
         choice.update(finish_reason=finish, stop_reason=None)
