@@ -47,7 +47,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C({job: [{targets: [HOST:PORT], labels: {cluster, role, instance, host}}]}) for the three jobs.
+  description:
+    - One key per job (V(vllm_pd_prefill), V(vllm_pd_decode), V(vllm_pd_proxy)), each a list of
+      C(targets) (one C(HOST:PORT)) and C(labels) (C(cluster), C(role), C(instance), C(host)).
   type: dict
 """
 
