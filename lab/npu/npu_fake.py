@@ -256,7 +256,7 @@ def read_hccn_conf():
     with open(path("/etc/hccn.conf")) as f:
         for line in f:
             key, sep, value = line.strip().partition("=")
-            name, _, npu = key.rpartition("_")
+            name, npu = key.rsplit("_", 1) if "_" in key else ("", "")
             if sep and name and npu.isdigit():
                 conf.setdefault(int(npu), {})[name] = value
     return conf
