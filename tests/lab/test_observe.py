@@ -58,6 +58,10 @@ def test_monitoring_port_in_a_group_is_refused_before_any_change(two):
     for h in lab.hosts:
         assert lab.ssh(h, UNITS, check=False).stdout == "", h
     assert "TASK [vllm_pd.ascend.engine" not in r.stdout
+    # an operator who accepts it (Grafana is elsewhere after all) names the check: a warning, the checks go on
+    ev = {"vllm_pd_monitoring_ports": [28005], "vllm_pd_ignore_checks": ["MonitoringPortCollision"]}
+    r = lab.playbook("playbooks/preflight.yml", "--limit", "cluster_lab35", "-e", json.dumps(ev))
+    assert "WARNING (ignored by vllm_pd_ignore_checks):" in r.stdout and "monitoring port 28005" in r.stdout
 
 
 def test_deploy_writes_file_sd_that_lists_every_instance_and_answers(two, tmp_path):
