@@ -8,7 +8,7 @@ __metaclass__ = type
 
 class ModuleDocFragment(object):
     # The attributes every module of the collection has. A module adds support and details of
-    # check_mode and diff_mode; platform is the same for all (they read /proc).
+    # check_mode and diff_mode (or takes READ_ONLY); platform is the same for all (they read /proc).
     DOCUMENTATION = r"""
 options: {}
 attributes:
@@ -21,4 +21,15 @@ attributes:
     support: full
     platforms: posix
     details: Linux only (reads C(/proc)).
+"""
+
+    # A module that only reads: vllm_pd.ascend.attributes.read_only, after vllm_pd.ascend.attributes.
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads; it behaves the same in check mode.
+  diff_mode:
+    support: none
 """

@@ -55,7 +55,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.file_sd import scrape_targets
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.file_sd import scrape_targets
 
 
 def pd_file_sd(hostvars, hosts, proxies=None):

@@ -62,7 +62,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import engine_env, pd_consistency
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
 
 
 def pd_settings(typed, extra_args=None, where="this host"):

@@ -32,7 +32,7 @@ _value:
   type: dict
 """
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu_parse import parse_hccn_conf
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu.npu_parse import parse_hccn_conf
 
 
 def pd_hccn_conf(text):

@@ -38,7 +38,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.check_names import validate_ignore
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.check_names import validate_ignore
 
 
 def pd_ignore_checks(names, hostname="this host"):

@@ -34,7 +34,7 @@ _value:
   elements: dict
 """
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu_checks import cluster_findings
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu.npu_checks import cluster_findings
 
 
 def pd_npu_cluster_findings(reports):

@@ -42,7 +42,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.holders import parse_record, restore_plan
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.holders import parse_record, restore_plan
 
 
 def pd_restore_plan(text):

@@ -36,7 +36,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.systemd_syntax import exec_line
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.systemd_syntax import exec_line
 
 
 def pd_systemd_argv(argv):

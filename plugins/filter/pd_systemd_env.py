@@ -42,7 +42,7 @@ _value:
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.systemd_syntax import env_lines
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.systemd_syntax import env_lines
 
 
 def pd_systemd_env(env, literal=False):

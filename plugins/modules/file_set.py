@@ -108,7 +108,7 @@ import pwd
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.file_set import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.file_set import (
     apply, parse_mode, plan, present, wanted,
 )
 

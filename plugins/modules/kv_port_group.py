@@ -336,12 +336,12 @@ socket_source:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import params as P
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.host_ops import HostOps
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import port_group
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_listening import run_listening
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_reachable import run_reachable
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_stop import run_free
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import params as P
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.host_ops import HostOps
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import port_group
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.port_listening import run_listening
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.port_reachable import run_reachable
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_stop import run_free
 
 DEFAULT_TIMEOUTS = dict(free=30, listening=300, reachable=0)
 

@@ -104,7 +104,7 @@ import errno
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.residue import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.residue import (
     DEFAULT_PATTERNS, pattern_base, plan, remove_entry,
 )
 

@@ -75,14 +75,9 @@ options:
     description: Tool runs at once.
     type: int
     default: 16
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """
@@ -141,10 +136,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.host_ops import run_to_eof
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import npu_parse as P
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import npu_checks as C
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.owners import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.host_ops import run_to_eof
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu import npu_parse as P
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu import npu_checks as C
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.owners import (
     own_containers, parse_container_inspect, process_info)
 
 PARSERS = {'-link': ('link', P.parse_link), '-net_health': ('net_health', P.parse_net_health),

@@ -133,17 +133,7 @@ options:
     type: str
     default: vLLM PD doctor
 attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-    details: The module only reads; it behaves the same in check mode.
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
     details: Linux only (reads C(/proc), runs C(systemctl), C(journalctl) and C(ip)).
 notes:
   - Run O(mode=inspect) with C(become) so that other users' sockets and process environments are visible.
@@ -151,6 +141,9 @@ notes:
 seealso:
   - module: vllm_pd.ascend.kv_port_group
   - module: vllm_pd.ascend.mooncake_residue
+extends_documentation_fragment:
+  - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """
@@ -244,17 +237,17 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import params as P
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_findings import diagnose
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_host import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import params as P
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findings import diagnose
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host import (
     addresses_of, parse_default_route, parse_ip_addr, parse_link_mtu, parse_route_get,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_inspect import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_inspect import (
     PROC, Host, inspect_engine, inspect_peer, inspect_proxy,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor_report import render_html, summary_lines
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_group import parse_port_list
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.zmtp import probe_many
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_report import render_html, summary_lines
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import parse_port_list
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.zmtp import probe_many
 
 
 def run_inspect(module):

@@ -31,14 +31,9 @@ options:
     type: str
     default: auto
     choices: [auto, moe, dense]
-attributes:
-  check_mode:
-    support: full
-    details: Reads only.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """
@@ -90,7 +85,7 @@ model:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.pd_model import read_model_dir, resolve_kind
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import read_model_dir, resolve_kind
 
 
 def _read(path):

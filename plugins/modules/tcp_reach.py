@@ -79,14 +79,9 @@ options:
     description: Seconds each connect may take (all run in parallel); more than 0 and at most 30.
     type: float
     default: 2.0
-attributes:
-  check_mode:
-    support: full
-    details: The check changes nothing, so it runs the same in check mode.
-  diff_mode:
-    support: none
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
+  - vllm_pd.ascend.attributes.read_only
 author:
   - vllm_pd.ascend maintainers (@vllm-pd)
 """
@@ -132,7 +127,7 @@ unreachable:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.tcp_reach import probe_targets, unreachable_message
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.tcp_reach import probe_targets, unreachable_message
 
 
 def argument_spec():

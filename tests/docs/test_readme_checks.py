@@ -1,4 +1,4 @@
-"""Both READMEs list every named check of the preflight (plugins/module_utils/check_names.py) with its fix."""
+"""Both READMEs list every named check of the preflight (plugins/module_utils/common/check_names.py) with its fix."""
 import ast
 import re
 from pathlib import Path
@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def check_names():
-    tree = ast.parse((ROOT / "plugins" / "module_utils" / "check_names.py").read_text())
+    tree = ast.parse((ROOT / "plugins" / "module_utils" / "common" / "check_names.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "CHECKS":
             return [k.value for k in node.value.keys]

@@ -36,6 +36,14 @@ from nothing ~8 s with the image present), route-guards every lab address, and y
     lab.forget(host=None)  close SSH masters (needed after a container was removed or restarted)
 
 The lab is left up at the end of the session; ``playbooks/lab_down.yml`` takes it down.
+
+A test module with clusters of its own (a --first no other file uses, docs/design.md) takes them up and
+down with ``own_lab`` (inventory written by ``lab_inventory``: clusters, sizes, group and host vars):
+
+    @pytest.fixture(scope="module")
+    def lab9(tmp_path_factory):
+        with own_lab(tmp_path_factory, 9, group_vars={"lab9": {"vllm_pd_kv_port": 28002}}) as lab:
+            yield lab
 Tests that restart or remove containers must call ``lab.forget()`` and leave the lab up again.
 """
 import ipaddress
@@ -46,6 +54,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -203,6 +212,39 @@ class Lab:
     def close(self):
         self.forget()
         shutil.rmtree(self._mux, ignore_errors=True)
+
+
+def lab_inventory(out, first, clusters=1, prefill=None, decode=None, runtime=None, group_vars=None, host_vars=None):
+    """Write a lab/gen-inventory inventory to OUT: CLUSTERS clusters numbered from FIRST (hosts pd-p<c>,
+    pd-d<c>), PREFILL/DECODE hosts a cluster, RUNTIME (container); group_vars {cluster: {var: value}} go to
+    group_vars/cluster_<cluster>.yml, host_vars {host: {var: value}} to host_vars/<host>.yml (host_vars/ is
+    made even when empty: tests write there later). Returns OUT (Path)."""
+    out = Path(out)
+    argv = [str(ROOT / "lab" / "gen-inventory"), "--clusters", str(clusters), "--first", str(first), "--out", str(out)]
+    for opt, value in (("--prefill", prefill), ("--decode", decode), ("--runtime", runtime)):
+        if value is not None:
+            argv += [opt, str(value)]
+    subprocess.run(argv, check=True)
+    (out / "host_vars").mkdir(exist_ok=True)
+    for where, values in [(out / "group_vars" / f"cluster_{c}.yml", v) for c, v in (group_vars or {}).items()] + [
+            (out / "host_vars" / f"{h}.yml", v) for h, v in (host_vars or {}).items()]:
+        where.write_text("---\n" + json.dumps(values) + "\n")
+    return out
+
+
+@contextmanager
+def own_lab(tmp_path_factory, first, check_down=False, **inventory):
+    """A test module's own clusters (lab_inventory's arguments), up: yields their Lab; at the end
+    lab_down.yml of that inventory only removes its containers (check_down: its failure fails the test)."""
+    if shutil.which("podman") is None:
+        pytest.fail("podman is not installed: the lab needs it (apt-get install -y podman runc debootstrap)")
+    lab = Lab(lab_inventory(tmp_path_factory.mktemp(f"lab{first}-"), first, **inventory))
+    try:
+        lab.up()
+        yield lab
+    finally:
+        lab.close()
+        lab.playbook("playbooks/lab_down.yml", check=check_down)
 
 
 @pytest.fixture(scope="session")

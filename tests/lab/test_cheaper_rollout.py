@@ -6,11 +6,10 @@ Clusters lab16 and lab17 of lab/gen-inventory (hosts pd-p16, pd-d16, pd-p17, pd-
 tests' clusters are left alone; it does not use the ``lab`` fixture (that brings up inventory/lab).
 Its containers are removed at the end.
 """
-import subprocess
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -19,14 +18,8 @@ P, D, P2 = "pd-p16", "pd-d16", "pd-p17"
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("cheaper-rollout")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "2", "--first", "16", "--out", str(inv)],
-                   check=True)
-    lab = Lab(inv)
-    lab.up()
-    yield lab
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    with own_lab(tmp_path_factory, 16, clusters=2) as lab:
+        yield lab
 
 
 def main_pid(lab, host, unit):

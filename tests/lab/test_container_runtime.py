@@ -21,7 +21,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, ROOT, Lab
+from conftest import BIN, ROOT, own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -32,17 +32,9 @@ ENGINE_IMAGE = "localhost/vllm-ascend-lab:latest"
 
 @pytest.fixture(scope="module")
 def clab(tmp_path_factory):
-    out = tmp_path_factory.mktemp("inv-container")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "7", "--runtime", "container",
-                    "--out", str(out)], check=True)
-    lab = Lab(out)
-    assert lab.prefill == ["pd-p7"] and lab.decode == ["pd-d7"]
-    try:
-        lab.up()
+    with own_lab(tmp_path_factory, 7, runtime="container", check_down=True) as lab:
+        assert lab.prefill == ["pd-p7"] and lab.decode == ["pd-d7"]
         yield lab
-    finally:
-        lab.close()
-        lab.playbook("playbooks/lab_down.yml")
 
 
 def module(lab, host, **args):

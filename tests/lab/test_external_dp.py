@@ -7,12 +7,11 @@ at the end.
 """
 import json
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 P, D = "pd-p8", "pd-d8"
 KV_PORT = 28002  # inventory/lab's
@@ -21,18 +20,10 @@ TP = 4
 
 @pytest.fixture(scope="module")
 def edp(lab, tmp_path_factory):
-    inv = tmp_path_factory.mktemp("external-dp")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "8", "--out", str(inv)],
-                   check=True)
-    (inv / "group_vars" / "cluster_lab8.yml").write_text(
-        "---\nvllm_pd_prefill_tp_size: 4\nvllm_pd_prefill_dp_size: 2\n"
-        "vllm_pd_decode_tp_size: 4\nvllm_pd_decode_dp_size: 2\n")
-    (inv / "host_vars").mkdir()
-    edp = Lab(inv)
-    edp.up()
-    yield edp
-    edp.playbook("playbooks/lab_down.yml", check=False)
-    edp.close()
+    sizes = {"vllm_pd_prefill_tp_size": 4, "vllm_pd_prefill_dp_size": 2, "vllm_pd_decode_tp_size": 4,
+             "vllm_pd_decode_dp_size": 2}
+    with own_lab(tmp_path_factory, 8, group_vars={"lab8": sizes}) as edp:
+        yield edp
 
 
 def set_ranks(edp, ranks):

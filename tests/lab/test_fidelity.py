@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import loadgen
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
 
 KV_PORT, P_API, D_API, PROXY = 29002, 8110, 8210, 8010
 TP = 8

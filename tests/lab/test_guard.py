@@ -9,14 +9,13 @@ a crash, and the reboot of P with Grafana allowed (last: it restarts the contain
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 P, D = "pd-p9", "pd-d9"
 KV_PORT = 28002
@@ -27,17 +26,8 @@ pytestmark = pytest.mark.lab
 
 @pytest.fixture(scope="module")
 def g(tmp_path_factory):
-    if shutil.which("podman") is None:
-        pytest.fail("podman is not installed: the lab needs it")
-    inv = tmp_path_factory.mktemp("guard")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "9", "--out", str(inv)],
-                   check=True)
-    (inv / "host_vars").mkdir()
-    g = Lab(inv)
-    g.up()
-    yield g
-    g.playbook("playbooks/lab_down.yml", check=False)
-    g.close()
+    with own_lab(tmp_path_factory, 9) as g:
+        yield g
 
 
 def active(g, host, unit):

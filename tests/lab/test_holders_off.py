@@ -7,12 +7,11 @@ service is lab/fixtures.yml conflict_service: a real grafana-server.service on P
 group; a socket unit systemd itself listens on is the second holder. Its containers are removed at the end.
 The container holder (restart policy) is test_holders_off_container.py.
 """
-import subprocess
 import time
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -22,15 +21,8 @@ RECORD = "/etc/vllm-pd/stopped-services"
 
 @pytest.fixture(scope="module")
 def lab14(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("holders-off")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "14", "--out", str(inv)],
-                   check=True)
-    (inv / "group_vars" / "cluster_lab14.yml").write_text("---\nvllm_pd_stop_services: [grafana-server.service]\n")
-    lab = Lab(inv)
-    lab.up()
-    yield lab
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    with own_lab(tmp_path_factory, 14, group_vars={"lab14": {"vllm_pd_stop_services": ["grafana-server.service"]}}) as lab:
+        yield lab
 
 
 def unit(lab, name, host=P):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Lab
+from conftest import BIN, ROOT, own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -24,16 +24,8 @@ P = "pd-p14"
 @pytest.fixture(scope="module")
 def clab14(tmp_path_factory):
     """lab14 as a container-runtime cluster: its hosts run podman (4.3, Debian bookworm) themselves."""
-    inv = tmp_path_factory.mktemp("holders-off-container")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "14", "--runtime", "container",
-                    "--out", str(inv)], check=True)
-    lab = Lab(inv)
-    try:
-        lab.up()
+    with own_lab(tmp_path_factory, 14, runtime="container") as lab:
         yield lab
-    finally:
-        lab.close()
-        lab.playbook("playbooks/lab_down.yml", check=False)
 
 
 def adhoc(lab, host, **args):

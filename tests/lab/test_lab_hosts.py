@@ -9,7 +9,7 @@ import re
 import subprocess
 import time
 
-from conftest import BIN, ROOT, Lab
+from conftest import BIN, ROOT, Lab, lab_inventory
 
 UDP_TRICK = ("python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
              "s.connect((\"8.8.8.8\", 80)); print(s.getsockname()[0])'")  # connect() sends no packet
@@ -223,6 +223,21 @@ def test_lab_down_twice_then_up(lab):
     print(f"lab up from nothing (image present): {time.monotonic() - t:.1f}s")
     for h in names:
         assert lab.host(h).run("systemctl is-system-running").stdout.strip() in ("running", "degraded")
+
+
+def test_lab_inventory_writes_sizes_group_and_host_vars(tmp_path):
+    """conftest.lab_inventory, what every own_lab builds: no host is started."""
+    inv = lab_inventory(tmp_path / "inv", 5, clusters=2, prefill=2, runtime="container",
+                        group_vars={"lab6": {"vllm_pd_kv_port": 30000}}, host_vars={"pd-d5": {"decode_x": [1, "a b"]}})
+    lab = Lab(inv)
+    assert lab.prefill == ["pd-p5-1", "pd-p5-2", "pd-p6-1", "pd-p6-2"] and lab.decode == ["pd-d5", "pd-d6"]
+    assert (inv / "host_vars").is_dir()
+
+    def hostvars(host):
+        return json.loads(subprocess.run([str(BIN / "ansible-inventory"), "-i", str(inv), "--host", host],
+                                         capture_output=True, text=True, check=True).stdout)
+    assert hostvars("pd-p6-1")["vllm_pd_kv_port"] == 30000 and hostvars("pd-p5-1")["vllm_pd_kv_port"] == 28002
+    assert hostvars("pd-d5")["decode_x"] == [1, "a b"] and hostvars("pd-d5")["vllm_pd_runtime"] == "container"
 
 
 def test_gen_inventory_matches_lab_and_scales(tmp_path):

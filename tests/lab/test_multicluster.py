@@ -4,12 +4,11 @@ itself under the parallel policy, and stops the later batches under canary; --li
 Uses clusters lab3 and lab4 of lab/gen-inventory (hosts pd-p3, pd-d3, pd-p4, pd-d4), so the
 default lab (lab1) is left alone. Their containers are removed at the end.
 """
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 GOOD, BAD = "lab3", "lab4"
 
@@ -17,14 +16,8 @@ GOOD, BAD = "lab3", "lab4"
 @pytest.fixture(scope="module")
 def two(lab, tmp_path_factory):
     """A Lab over a two-cluster inventory (the same helper as the default lab's)."""
-    inv = tmp_path_factory.mktemp("two-clusters")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "2", "--first", "3", "--out", str(inv)],
-                   check=True)
-    two = Lab(inv)
-    two.up()
-    yield two
-    two.playbook("playbooks/lab_down.yml", check=False)
-    two.close()
+    with own_lab(tmp_path_factory, 3, clusters=2) as two:
+        yield two
 
 
 def active(two, host, unit):

@@ -10,11 +10,10 @@ labs are left alone; its containers and networks are removed at the end.
 """
 import json
 import re
-import subprocess
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 from test_fidelity import D_API, P_API, Units, complete, proxy, serve
 
 P, D = "pd-p10", "pd-d10"
@@ -23,16 +22,10 @@ pytestmark = pytest.mark.lab
 
 @pytest.fixture(scope="module")
 def npu(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("npu")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "10", "--out", str(inv)],
-                   check=True)
-    lab = Lab(inv)
-    lab.up()
-    lab.fixtures(f"{P}:{D}", state="absent")
-    yield lab
-    lab.playbook("playbooks/stop_pd.yml", check=False)
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    with own_lab(tmp_path_factory, 10) as lab:
+        lab.fixtures(f"{P}:{D}", state="absent")
+        yield lab
+        lab.playbook("playbooks/stop_pd.yml", check=False)
 
 
 @pytest.fixture

@@ -4,9 +4,8 @@ file_sd files that list every instance with its labels (promtool accepts them) a
 answer /metrics with vLLM's names; a decode host restarted with `podman restart` is deployed again
 with every NPU reachable; lab/fixtures.yml state=absent clears the fixtures of every host.
 
-Clusters lab35 and lab36 of lab/gen-inventory (hosts pd-p35, pd-d35, pd-p36, pd-d36), so the other
-lab tests' clusters are left alone; it does not use the ``lab`` fixture. Its containers are removed
-at the end.
+Clusters lab35 and lab36 (conftest own_lab; hosts pd-p35, pd-d35, pd-p36, pd-d36), so the other lab
+tests' clusters are left alone; it does not use the ``lab`` fixture. Its containers are removed at the end.
 """
 import json
 import shutil
@@ -17,25 +16,19 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import ROOT, Lab
+from conftest import own_lab
 
 pytestmark = pytest.mark.lab
 
 P, D = "pd-p35", "pd-d35"
-UNITS = "ls /etc/systemd/system/vllm-pd-*.service /etc/vllm-pd 2>/dev/null"
+# what a deploy writes on a host, if anything is newer than the marker
+WRITTEN = "find /etc/systemd/system /etc/vllm-pd -newer /run/observe-marker -name 'vllm-pd*' 2>/dev/null"
 
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("observe")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "2", "--first", "35", "--out", str(inv)],
-                   check=True)
-    lab = Lab(inv)
-    lab.playbook("playbooks/lab_down.yml", check=False)  # from nothing: "before any change" means no file yet
-    lab.up()
-    yield lab
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    with own_lab(tmp_path_factory, 35, clusters=2) as lab:
+        yield lab
 
 
 def get(lab, url):
@@ -46,6 +39,8 @@ def get(lab, url):
 
 def test_monitoring_port_in_a_group_is_refused_before_any_change(two):
     lab = two
+    for h in lab.hosts:
+        lab.ssh(h, "touch /run/observe-marker")
     # the field report's Grafana, here inside the lab's prefill group 28002-28009 (kv_port 28002, tp 8)
     r = lab.playbook("playbooks/deploy_pd.yml", "-e", json.dumps({"vllm_pd_monitoring_ports": [3000, 9090, 28005]}),
                      check=False)
@@ -56,7 +51,7 @@ def test_monitoring_port_in_a_group_is_refused_before_any_change(two):
     assert "[MonitoringPortCollision]" in r.stdout and "Fix: run the monitoring service on a port outside it" in r.stdout
     assert set(lab.changed(r).values()) == {0}, lab.changed(r)
     for h in lab.hosts:
-        assert lab.ssh(h, UNITS, check=False).stdout == "", h
+        assert lab.ssh(h, WRITTEN, check=False).stdout == "", h
     assert "TASK [vllm_pd.ascend.engine" not in r.stdout
     # an operator who accepts it (Grafana is elsewhere after all) names the check: a warning, the checks go on
     ev = {"vllm_pd_monitoring_ports": [28005], "vllm_pd_ignore_checks": ["MonitoringPortCollision"]}

@@ -9,12 +9,11 @@ here takes about two minutes, too long for every run.
 Cluster lab15 of lab/gen-inventory (hosts pd-p15, pd-d15), so the default lab is left alone; its
 containers are removed at the end.
 """
-import json
 import subprocess
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import ROOT, own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -25,17 +24,10 @@ ODD = ' a "b" $c \\d `e` %f '
 
 @pytest.fixture(scope="module")
 def h15(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("one-machine")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "1", "--first", "15", "--out", str(inv)],
-                   check=True)
-    (inv / "group_vars" / "cluster_lab15.yml").write_text("---\n" + json.dumps({
-        "vllm_pd_model": MODEL, "vllm_pd_extra_args": ["--seed", "7"],
-        "vllm_pd_engine_env": {"VLLM_LAB_STARTUP_DELAY": "1", "LAB_ODD": ODD}}) + "\n")
-    lab = Lab(inv)
-    lab.up()
-    yield lab
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    with own_lab(tmp_path_factory, 15, group_vars={"lab15": {
+            "vllm_pd_model": MODEL, "vllm_pd_extra_args": ["--seed", "7"],
+            "vllm_pd_engine_env": {"VLLM_LAB_STARTUP_DELAY": "1", "LAB_ODD": ODD}}}) as lab:
+        yield lab
 
 
 def test_two_names_for_one_machine_are_refused(h15, tmp_path):

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, Lab
+from conftest import ROOT, own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -27,21 +27,12 @@ NO_ENGINE = "vllm-pd-*"
 
 @pytest.fixture(scope="module")
 def fit(tmp_path_factory):
-    inv = tmp_path_factory.mktemp("pd-fit")
-    subprocess.run([str(ROOT / "lab" / "gen-inventory"), "--clusters", "2", "--first", "12", "--out", str(inv)],
-                   check=True)
-    (inv / "group_vars" / "cluster_lab13.yml").write_text(
-        "---\nvllm_pd_model: /models/lab-dense\nvllm_pd_prefill_tp_size: 4\nvllm_pd_prefill_dp_size: 2\n"
-        "vllm_pd_decode_tp_size: 4\nvllm_pd_decode_dp_size: 2\n")
-    (inv / "host_vars").mkdir()
-    (inv / "host_vars" / f"{P13}.yml").write_text("---\nvllm_pd_prefill_dp_ranks: [0, 1]\n")
-    (inv / "host_vars" / f"{D13}.yml").write_text("---\nvllm_pd_decode_dp_ranks: [0, 1]\n")
-    lab = Lab(inv)
-    lab.up()
-    lab.playbook("playbooks/stop_pd.yml", check=False)
-    yield lab
-    lab.playbook("playbooks/lab_down.yml", check=False)
-    lab.close()
+    lab13 = {"vllm_pd_model": "/models/lab-dense", "vllm_pd_prefill_tp_size": 4, "vllm_pd_prefill_dp_size": 2,
+             "vllm_pd_decode_tp_size": 4, "vllm_pd_decode_dp_size": 2}
+    with own_lab(tmp_path_factory, 12, clusters=2, group_vars={"lab13": lab13},
+                 host_vars={P13: {"vllm_pd_prefill_dp_ranks": [0, 1]}, D13: {"vllm_pd_decode_dp_ranks": [0, 1]}}) as lab:
+        lab.playbook("playbooks/stop_pd.yml", check=False)
+        yield lab
 
 
 def engines(lab, host):

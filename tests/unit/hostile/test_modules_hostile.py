@@ -10,9 +10,9 @@ import os
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import zmtp
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_free import check_free
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.params import ParamError
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import zmtp
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_free import check_free
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.params import ParamError
 from ansible_collections.vllm_pd.ascend.plugins.modules import kv_port_group as KPG
 from ansible_collections.vllm_pd.ascend.plugins.modules import mooncake_residue as RES
 from ansible_collections.vllm_pd.ascend.plugins.modules import pd_doctor as DOC

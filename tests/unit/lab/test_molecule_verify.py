@@ -1,11 +1,11 @@
 """The record reading of molecule/shared/tests/test_hosts.py (molecule verify), against the record the
-collection writes (plugins/module_utils/holders.py record_lines), without a host."""
+collection writes (plugins/module_utils/ports/holders.py record_lines), without a host."""
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import holders
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import holders
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import npu_parse as P
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu import npu_parse as P
 
 FAKE = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'lab', 'npu', 'npu_fake.py')
 

@@ -1,4 +1,4 @@
-"""The preflight's whole-inventory validation (filter pd_inventory_errors over module_utils/inventory_rules),
+"""The preflight's whole-inventory validation (filter pd_inventory_errors over module_utils/inventory/inventory_rules),
 run by ansible-playbook (render.yml) on the controller over an inventory of several clusters, each with
 one fault, and one healthy external-DP cluster that must have no error. No host is contacted."""
 import json

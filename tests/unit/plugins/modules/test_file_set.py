@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import file_set as F
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import file_set as F
 from ansible_collections.vllm_pd.ascend.plugins.modules import file_set as M
 
 ME = pwd.getpwuid(os.getuid()).pw_name

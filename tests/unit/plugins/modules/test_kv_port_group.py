@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils import sock_diag
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.port_checks import build_holders, plan_stops
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import sock_diag
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import build_holders, plan_stops
 from ansible_collections.vllm_pd.ascend.plugins.modules import kv_port_group as M
 
 HOST = '127.0.0.2'

@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The module_utils files a piece of code needs on a host, read from its import statements.
+
+The engine role copies the start guard to every host with what it imports (lookup pd_module_utils_tree):
+the imports themselves are the list, so a new import cannot be forgotten on the hosts. Imports inside
+functions count too. Pure functions over a reader of the module_utils tree (relative path -> text,
+None when absent); runs on the controller only.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import ast
+
+PREFIX = 'ansible_collections.vllm_pd.ascend.plugins.module_utils'
+
+
+def module_path(name, read):
+    """'ports.port_free' -> 'ports/port_free.py' (or 'pkg/__init__.py' for a package); None when neither exists."""
+    base = name.replace('.', '/')
+    for path in (base + '.py', base + '/__init__.py'):
+        if read(path) is not None:
+            return path
+    return None
+
+
+def imported_modules(source, read, where='<source>'):
+    """Dotted names below module_utils ('ports.port_free') of the collection's modules the source imports.
+
+    ``from PREFIX.ports import owners`` imports the module ports.owners; ``from PREFIX.ports.owners import f``
+    the module ports.owners. A relative import raises ValueError (Ansible resolves only absolute ones).
+    """
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                raise ValueError('%s:%d: relative import; write the full %s path' % (where, node.lineno, PREFIX))
+            names = []
+            for alias in node.names:
+                full = '%s.%s' % (node.module, alias.name)
+                inner = full[len(PREFIX) + 1:] if full.startswith(PREFIX + '.') else None
+                names.append(full if inner and module_path(inner, read) else node.module)
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(n[len(PREFIX) + 1:] for n in names if n.startswith(PREFIX + '.'))
+    return found
+
+
+def closure(entries, read):
+    """Sorted relative paths of the entry modules, every module they import (transitively) and the
+    __init__.py of each package on the way; ValueError names an import that has no file."""
+    todo = [(name, '<entry>') for name in entries]
+    paths = set()
+    while todo:
+        name, importer = todo.pop()
+        path = module_path(name, read)
+        if path is None:
+            raise ValueError('%s imports %s.%s, which is not in plugins/module_utils' % (importer, PREFIX, name))
+        if path in paths:
+            continue
+        paths.add(path)
+        parts = path.split('/')[:-1]
+        for depth in range(1, len(parts) + 1):
+            init = '/'.join(parts[:depth]) + '/__init__.py'
+            if read(init) is not None:
+                paths.add(init)
+        todo.extend((n, path) for n in imported_modules(read(path), read, path))
+    return sorted(paths)

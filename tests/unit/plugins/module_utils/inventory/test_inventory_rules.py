@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""inventory_rules as a pure function: the view contract, the findings' fields, and the extension
+point (RULES) later cluster-wide checks plug into. The rules themselves are exercised end to end,
+through ansible-playbook, by tests/unit/hostile/test_inventory_hostile.py and
+tests/unit/roles/test_inventory_errors.py."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules as ir
+
+BASE = dict(vllm_pd_cluster='a', vllm_pd_network='10.0.0.0/24', vllm_pd_model='m', vllm_pd_kv_port=30000,
+            vllm_pd_prefill_tp_size=2, vllm_pd_decode_tp_size=2)
+
+
+def view(p=None, d=None, proxy=True, **groups):
+    hosts = {'p1': dict(BASE, **(p or {})), 'd1': dict(BASE, **(d or {}))}
+    g = {'vllm_pd_prefill': ['p1'], 'vllm_pd_decode': ['d1'], 'vllm_pd_proxy': ['p1'] if proxy else [],
+         'cluster_a': ['p1', 'd1']}
+    g.update(groups)
+    return {'groups': g, 'hosts': hosts}
+
+
+def test_a_healthy_cluster_has_no_finding():
+    assert ir.inventory_errors(view()) == []
+
+
+def test_a_finding_names_cluster_host_variable_and_fix():
+    [f] = ir.inventory_errors(view(d=dict(vllm_pd_decode_kv_port='abc')))
+    assert (f['cluster'], f['host'], f['variable']) == ('a', 'd1', 'vllm_pd_decode_kv_port')
+    assert f['text'] == ('cluster a, host d1: vllm_pd_decode_kv_port=abc must be a positive integer. '
+                         'Fix: write it as a whole number, e.g. vllm_pd_decode_kv_port: 8000')
+
+
+def test_a_rule_is_a_function_of_the_view_appended_to_rules():
+    def rule_same_model_path(v):
+        for name, members in v.clusters.items():
+            if len(set(v.get(h, 'vllm_pd_model') for h in members)) > 1:
+                yield ir.Finding(name, '', 'vllm_pd_model', 'P and D load different models', 'set it once')
+    data = view(d=dict(vllm_pd_model='other'))
+    assert [f['message'] for f in ir.inventory_errors(data, rules=[rule_same_model_path])] == \
+        ['P and D load different models']
+    # the built-in list runs every rule once, in order, and a repeated text is reported once
+    assert len(ir.RULES) == len(set(ir.RULES))
+    twice = ir.inventory_errors(data, rules=[rule_same_model_path, rule_same_model_path])
+    assert len(twice) == 1
+
+
+def test_no_error_is_a_traceback_for_any_value_type():
+    odd = [None, True, 1.5, -1, 'x', [], {}, [None], {'a': None}, ['\n'], object()]
+    for var in ir.VARIABLES:
+        for value in odd:
+            ir.inventory_errors(view(p={var: value}, d={var: value}))
+
+
+def test_a_variable_that_cannot_be_evaluated_is_named():
+    data = view()
+    data['broken'] = [['p1', 'vllm_pd_extra_args', "'x' is undefined"]]
+    [f] = ir.inventory_errors(data)
+    assert (f['host'], f['variable']) == ('p1', 'vllm_pd_extra_args') and 'cannot be evaluated' in f['message']
+
+
+def test_whole_rollout_errors_have_cluster_star():
+    errors = ir.inventory_errors({'groups': {}, 'hosts': {}, 'rollout': 'fast'})
+    assert [e['cluster'] for e in errors] == ['*', '*']
+    assert 'vllm_pd_rollout=fast is not one of parallel, serial, canary' in errors[1]['text']

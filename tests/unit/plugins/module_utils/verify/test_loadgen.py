@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The load generator against a streaming completions server on 127.0.0.1 (nothing else is reached)."""
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen as L
+
+
+class Server:
+    """Streams ``tokens`` chunks ``token_delay`` s apart after ``first_delay`` s; every ``fail_every``-th
+    request (1-based) gets HTTP 500; counts requests in flight at once."""
+
+    def __init__(self, tokens=4, first_delay=0.05, token_delay=0.02, fail_every=0, break_stream=False):
+        self.tokens, self.first_delay, self.token_delay = tokens, first_delay, token_delay
+        self.fail_every, self.break_stream = fail_every, break_stream
+        self.seen, self.in_flight, self.max_in_flight = 0, 0, 0
+        self.bodies = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer.lock:
+                    outer.seen += 1
+                    n = outer.seen
+                    outer.bodies.append(body)
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                try:
+                    outer.answer(self, n, body)
+                finally:
+                    with outer.lock:
+                        outer.in_flight -= 1
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def answer(self, h, n, body):
+        if self.fail_every and n % self.fail_every == 0:
+            payload = b'{"error": "Internal server error"}'
+            h.send_response(500)
+            h.send_header("Content-Length", str(len(payload)))
+            h.end_headers()
+            h.wfile.write(payload)
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        time.sleep(self.first_delay)
+        for i in range(self.tokens):
+            if i:
+                time.sleep(self.token_delay)
+            h.wfile.write(b"data: " + json.dumps({"choices": [{"text": f" w{i}"}]}).encode() + b"\n\n")
+            h.wfile.flush()
+        if not self.break_stream:
+            h.wfile.write(b"data: [DONE]\n\n")
+        h.wfile.flush()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server(request):
+    s = Server(**getattr(request, "param", {}))
+    yield s
+    s.close()
+
+
+def test_percentile_interpolates_like_numpy():
+    assert L.percentile([1, 2, 3, 4], 50) == 2.5
+    assert L.percentile([10, 20, 30, 40, 50], 90) == pytest.approx(46.0)
+    assert L.percentile([7], 99) == 7
+    assert L.percentile([], 99) is None
+    assert L.summary([])["n"] == 0
+
+
+def test_counts_tokens_and_measures_ttft_itl_tpot(server):
+    result = L.run(L.LoadSpec(server.url, rate=50, count=6, max_tokens=4))
+    assert (result["completed"], result["failed"], result["errors"]) == (6, 0, [])
+    assert result["total_output_tokens"] == 24
+    assert server.bodies[0]["stream"] is True and server.bodies[0]["max_tokens"] == 4
+    assert "model" not in server.bodies[0]
+    # the server waits 50 ms before the first chunk and 20 ms between chunks
+    assert result["ttft_ms"]["min"] >= 45
+    assert result["itl_ms"]["n"] == 6 * 3 and result["itl_ms"]["min"] >= 15
+    assert result["tpot_ms"]["n"] == 6 and result["tpot_ms"]["mean"] >= 15
+    assert result["e2el_ms"]["min"] >= result["ttft_ms"]["min"]
+    assert len(result["samples"]["e2el_ms"]) == 6
+    assert result["output_throughput"] == pytest.approx(24 / result["duration_s"])
+
+
+@pytest.mark.parametrize("server", [{"fail_every": 3}], indirect=True)
+def test_http_errors_are_failed_requests_with_their_text(server):
+    result = L.run(L.LoadSpec(server.url, rate=100, count=9, model="m"))
+    assert (result["completed"], result["failed"]) == (6, 3)
+    assert all(e.startswith("RuntimeError: HTTP 500") and "Internal server error" in e for e in result["errors"])
+    assert server.bodies[0]["model"] == "m"
+
+
+@pytest.mark.parametrize("server", [{"break_stream": True}], indirect=True)
+def test_a_stream_cut_before_done_is_a_failure(server):
+    result = L.run(L.LoadSpec(server.url, rate=100, count=2))
+    assert result["failed"] == 2 and "without [DONE]" in result["errors"][0]
+
+
+def test_a_refused_connection_is_a_failure_not_a_crash():
+    s = Server()
+    url = s.url
+    s.close()
+    result = L.run(L.LoadSpec(url, rate=100, count=2, timeout=2))
+    assert result["failed"] == 2 and result["completed"] == 0
+    assert "ConnectionRefused" in result["errors"][0]
+
+
+def test_fixed_rate_spaces_the_requests(server):
+    result = L.run(L.LoadSpec(server.url, rate=20, count=5))
+    assert result["completed"] == 5
+    # request i leaves at i / rate: the last one at 0.2 s, and the run lasts at least that plus one answer
+    assert result["duration_s"] >= 0.2 + 0.05
+
+
+@pytest.mark.parametrize("server", [{"first_delay": 0.2}], indirect=True)
+def test_concurrency_caps_requests_in_flight(server):
+    result = L.run(L.LoadSpec(server.url, rate=None, concurrency=2, count=6))
+    assert result["completed"] == 6 and server.seen == 6
+    assert server.max_in_flight == 2
+
+
+@pytest.mark.parametrize("server", [{"first_delay": 0.2}], indirect=True)
+def test_rate_with_concurrency_waits_for_a_slot(server):
+    result = L.run(L.LoadSpec(server.url, rate=1000, concurrency=1, count=3))
+    assert result["completed"] == 3 and server.max_in_flight == 1
+
+
+def test_background_stops_sending_and_lets_in_flight_requests_finish(server):
+    bg = L.Background(L.LoadSpec(server.url, rate=20, count=1000)).start()
+    time.sleep(0.3)
+    result = bg.stop_and_wait()
+    assert 2 <= result["completed"] < 50 and result["failed"] == 0
+    assert server.seen == result["completed"]
+
+
+def test_the_guard_refuses_before_any_connection(server):
+    def refuse(host):
+        raise RuntimeError(f"route-guard refused {host}")
+
+    with pytest.raises(RuntimeError, match="refused 127.0.0.1"):
+        L.run(L.LoadSpec(server.url, count=1, guard=refuse))
+    assert server.seen == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"url": "https://x:1"}, "http://HOST:PORT"),
+    ({"url": "http://h:1", "count": 0}, "count"),
+    ({"url": "http://h:1", "rate": None}, "concurrency"),
+    ({"url": "http://h:1", "rate": 0}, "rate"),
+])
+def test_bad_specs_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        L.LoadSpec(**kwargs)
