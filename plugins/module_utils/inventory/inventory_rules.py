@@ -5,8 +5,9 @@
 on the controller, before any host is touched; filter pd_inventory_errors builds the view).
 
 The view is plain data: {"groups": {group: [host, ...]}, "hosts": {host: {variable: value}},
-"broken": [[host, variable, why], ...], "rollout": "parallel", "windows": {...}}; a variable the inventory
-does not define is absent; "windows" are the reserved port windows of the ports stage (monitoring_ports.py). Each rule takes a ClusterView and yields Findings. To add a rule, write
+"broken": [[host, variable, why], ...], "rollout": "parallel", "windows": {...}}; a variable the
+inventory does not define is absent; "windows" are the reserved port windows of the ports stage
+(monitoring_ports.py). Each rule takes a ClusterView and yields Findings. To add a rule, write
 ``def rule_x(view): yield Finding(...)`` and append it to RULES: nothing else changes.
 """
 
