@@ -8,7 +8,9 @@ export PATH=$VENV/bin:$PATH
 export ANSIBLE_CONFIG=$REPO/ansible.cfg
 
 APT_PACKAGES=(podman runc debootstrap python3-venv python3-pip openssh-client iproute2 lsof rsync git
-  libibverbs1 librdmacm1 libnuma1 libcurl4 chromium)
+  libibverbs1 librdmacm1 libnuma1 libcurl4
+  chromium     # the benchmark page in a real browser (tests/lab/browser.py)
+  prometheus)  # promtool checks the file_sd files (tests/unit/plugins/filter/test_pd_file_sd.py)
 
 setup_host() {
   local missing=()

@@ -9,6 +9,8 @@ shared/docs/ascend-node-facts.md §1-§4).
   npu_fake.py set NPU KEY VALUE     change one NPU's field (fixtures); KEY=global for host fields
   npu_fake.py reset                 healthy state again (addresses kept; fixture processes ended)
   npu_fake.py render                write /etc/hccn.conf and the version files from the state
+  npu_fake.py boot                  what the driver does at boot: every NPU takes address_N/netmask_N
+                                    of /etc/hccn.conf, on the NIC npu0 (unit lab-npu.service)
 
 Lab only: never on a real NPU host (the state file marks a lab host).
 """
@@ -247,6 +249,58 @@ def probe(n, peer):
     return ok, (time.monotonic() - t0) * 1000
 
 
+# --- boot ----------------------------------------------------------------------------------------
+def read_hccn_conf():
+    """{npu id: {key: value}} of /etc/hccn.conf (`<key>_<phyid>=<value>`, ascend-node-facts.md §2)."""
+    conf = {}
+    with open(path("/etc/hccn.conf")) as f:
+        for line in f:
+            key, sep, value = line.strip().partition("=")
+            name, npu = key.rsplit("_", 1) if "_" in key else ("", "")
+            if sep and name and npu.isdigit():
+                conf.setdefault(int(npu), {})[name] = value
+    return conf
+
+
+def boot(state, ip=None):
+    """The driver's boot: each NPU's port comes up with address_N/netmask_N of hccn.conf, so the NPU
+    holds what the file says (a hccn_conf_mismatch heals, as on a rebooted host). In the lab the NPU
+    ports are the addresses of one NIC (named npu0 by npu-lab): podman restores only the first at a
+    container restart, this restores them all. IP runs `ip` (tests pass their own)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    ip = ip or (lambda *a: subprocess.run(("ip",) + a, capture_output=True, text=True, check=False))
+    conf = read_hccn_conf()
+    before = json.dumps(state, sort_keys=True)
+    known = [n["ip"] for n in state["npus"]]
+    for n in state["npus"]:
+        c = conf.get(n["id"], {})
+        if c.get("address"):
+            n["ip"], n["netmask"], n["conf_ip"] = c["address"], c.get("netmask", n["netmask"]), None
+    addrs = ip("-o", "-4", "addr", "show").stdout.split("\n")
+    held = {}
+    for line in addrs:
+        f = line.split()
+        if len(f) >= 4 and f[2] == "inet":
+            held.setdefault(f[1], set()).add(f[3].split("/")[0])
+    dev = next((d for d, a in held.items() if a & set(known + [n["ip"] for n in state["npus"]])
+                and d not in ("lo", "mgmt0", "data0", "docker0")), None)
+    if dev is None:
+        sys.stderr.write("npu_fake boot: no NIC holds an NPU address (%s); run lab/npu/npu-lab up\n" % known[0])
+        return 1
+    if ip("link", "show", "npu0").returncode != 0:
+        ip("link", "property", "add", "dev", dev, "altname", "npu0")
+    for n in state["npus"]:
+        if n["ip"] not in held[dev]:
+            bits = sum(bin(int(x)).count("1") for x in n["netmask"].split("."))
+            r = ip("addr", "add", "%s/%d" % (n["ip"], bits), "dev", dev)
+            if r.returncode != 0:
+                sys.stderr.write("npu_fake boot: NPU %d: ip addr add %s failed: %s" % (n["id"], n["ip"], r.stderr))
+                return 1
+            print("NPU %d: %s on %s" % (n["id"], n["ip"], dev))
+    commit(before, state)
+    return 0
+
+
 # --- npu-smi -------------------------------------------------------------------------------------
 def live_processes(state):
     """[(phy_id, pid, name, mem)]: the state's processes plus those engines registered in PROCS."""
@@ -426,6 +480,8 @@ def main(argv):
     if tool == "render":
         render(state)
         return 0
+    if tool == "boot":
+        return boot(state)
     return fail(2, __doc__)
 
 

@@ -15,6 +15,9 @@ CHECKS = {
     # inventory validation (roles/preflight/templates/inventory_errors.j2)
     'InventoryInvalid': ('inventory', 'an inventory variable cannot describe a deployment',
                          'correct the variable the message names'),
+    'MonitoringPortCollision': ('inventory', 'a port of vllm_pd_monitoring_ports (Grafana, Prometheus, exporters) lies in '
+                                'a kv_port group, on an API/proxy port or in a reserved window',
+                                'move the monitoring service or the PD port, and list its port'),
     # container runtime (roles/preflight/tasks/host.yml)
     'ContainerEngineMissing': ('host', 'vllm_pd_container_engine is not installed',
                                'install it or set vllm_pd_container_engine'),

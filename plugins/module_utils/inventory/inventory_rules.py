@@ -5,8 +5,9 @@
 on the controller, before any host is touched; filter pd_inventory_errors builds the view).
 
 The view is plain data: {"groups": {group: [host, ...]}, "hosts": {host: {variable: value}},
-"broken": [[host, variable, why], ...], "rollout": "parallel"}; a variable the inventory does
-not define is absent. Each rule takes a ClusterView and yields Findings. To add a rule, write
+"broken": [[host, variable, why], ...], "rollout": "parallel", "windows": {...}}; a variable the
+inventory does not define is absent; "windows" are the reserved port windows of the ports stage
+(monitoring_ports.py). Each rule takes a ClusterView and yields Findings. To add a rule, write
 ``def rule_x(view): yield Finding(...)`` and append it to RULES: nothing else changes.
 """
 
@@ -17,6 +18,7 @@ import json
 import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings, engine_env
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 
 KINDS = ("prefill", "decode")
 ROLLOUTS = ("parallel", "serial", "canary")
@@ -75,7 +77,7 @@ VARIABLES = tuple(sorted(set(
      "vllm_pd_stop_services", "vllm_pd_runtime", "vllm_pd_container_engine", "vllm_pd_proxy_enabled",
      "prefill_runtime", "decode_runtime", "prefill_container_engine", "decode_container_engine",
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
-     "vllm_pd_vllm_ascend_version", "vllm_pd_state")
+     "vllm_pd_vllm_ascend_version", "vllm_pd_state", M.VARIABLE)
     + PORT_VARS + COUNT_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
     + CONNECTION_VARS + tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS)))
 
@@ -84,11 +86,13 @@ class Finding(object):
     """One error: where (cluster, host, variable), what is wrong and how to fix it.
     cluster '*' stops the whole rollout; a cluster's name stops that cluster only."""
 
-    __slots__ = ("cluster", "host", "variable", "message", "fix")
+    __slots__ = ("cluster", "host", "variable", "message", "fix", "check")
 
-    def __init__(self, cluster, host, variable, message, fix):
+    def __init__(self, cluster, host, variable, message, fix, check="InventoryInvalid"):
         self.cluster, self.host, self.variable, self.message, self.fix = cluster or "*", host or "", \
             variable or "", message, fix
+        # the check_names.py name; only a name other than InventoryInvalid can be ignored
+        self.check = check
 
     @property
     def text(self):
@@ -101,7 +105,7 @@ class Finding(object):
 
     def as_dict(self):
         return {"cluster": self.cluster, "host": self.host, "variable": self.variable,
-                "message": self.message, "fix": self.fix, "text": self.text}
+                "message": self.message, "fix": self.fix, "text": self.text, "check": self.check}
 
     def __repr__(self):
         return "Finding(%r)" % self.text
@@ -137,6 +141,8 @@ class ClusterView(object):
         self.hostvars = data.get("hosts") or {}
         self.broken = [tuple(b) for b in data.get("broken") or []]
         self.rollout = data.get("rollout", "parallel")
+        # the reserved windows of the ports stage (monitoring_ports.WINDOWS); filter pd_inventory_errors sets them
+        self.windows = data.get("windows") or {}
         self.prefill = self.groups.get("vllm_pd_prefill", [])
         self.decode = self.groups.get("vllm_pd_decode", [])
         self.proxy = self.groups.get("vllm_pd_proxy", [])
@@ -181,8 +187,8 @@ class ClusterView(object):
         return as_int(self.get(host, var, default)) if self.has(host, var) else default
 
 
-def hfind(view, host, variable, message, fix):
-    return Finding(view.key(host), host, variable, message, fix)
+def hfind(view, host, variable, message, fix, check="InventoryInvalid"):
+    return Finding(view.key(host), host, variable, message, fix, check)
 
 
 # ---------------------------------------------------------------- whole rollout
@@ -536,6 +542,46 @@ def rule_host_layout(view):
                             "lower tp/dp or set %s_devices" % kind)
 
 
+def _ascend_base_port(view, h):
+    """ASCEND_BASE_PORT of the host's engine env (the ADXL window's start), else vLLM-Ascend's default."""
+    for var in ENV_VARS:
+        env = view.get(h, var)
+        if isinstance(env, dict) and as_int(env.get("ASCEND_BASE_PORT")):
+            return as_int(env["ASCEND_BASE_PORT"])
+    return view.windows["ascend_base_port"]
+
+
+def rule_monitoring_ports(view):
+    """The operator's monitoring ports stay out of every group, API/proxy port and reserved window of
+    the host (monitoring_ports.py); values that are not numbers are rule_numbers' findings."""
+    for h in view.hosts:
+        raw = view.get(h, M.VARIABLE, list(M.DEFAULT_MONITORING_PORTS))
+        monitoring, why = M.parse_ports(raw)
+        if why:
+            yield hfind(view, h, M.VARIABLE, why, "write a YAML list of the ports your monitoring services listen on")
+            continue
+        taken = []
+        kinds = view.kinds(h)
+        for kind in kinds:
+            kv = view.int_of(h, "prefill_kv_port") if view.has(h, "prefill_kv_port") else view.int_of(h, "vllm_pd_kv_port")
+            tp, dp = view.int_of(h, "vllm_pd_%s_tp_size" % kind), view.int_of(h, "vllm_pd_%s_dp_size" % kind, 1)
+            ranks = _ranks(view.get(h, "vllm_pd_%s_dp_ranks" % kind, []))
+            api = view.int_of(h, kind + "_api_port", DEFAULT_API_PORT[kind])
+            rpc = view.int_of(h, "vllm_pd_%s_dp_rpc_port" % kind, DEFAULT_DP_RPC_PORT[kind])
+            if not all((kv, tp, dp, api)) or ranks is None:
+                continue
+            taken += M.engine_taken(kind, kv, tp, dp, sorted(set(ranks)), api, rpc)
+        if kinds and view.windows:
+            npus = view.int_of(h, "vllm_pd_npu_count", view.windows["npu_count"]) or view.windows["npu_count"]
+            taken += M.windows_taken(view.windows, npus, _ascend_base_port(view, h))
+        if h in view.proxy:
+            port = view.int_of(h, "vllm_pd_proxy_port", DEFAULT_PROXY_PORT)
+            if port:
+                taken.append((port, port, "the proxy port %d (vllm_pd_proxy_port)" % port, "or change vllm_pd_proxy_port"))
+        for _port, message, fix in M.collisions(monitoring, taken):
+            yield hfind(view, h, M.VARIABLE, message, fix, M.CHECK)
+
+
 # ---------------------------------------------------------------- per cluster
 
 
@@ -644,7 +690,6 @@ def rule_proxy(view):
                           "remove the host(s) from vllm_pd_proxy or unset vllm_pd_proxy_enabled")
 
 
-<<<<<<< HEAD
 def rule_benchmark(view):
     """The benchmark's settings (bench_settings.settings_problems), where a proxy host reads them."""
     names = tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS
@@ -652,7 +697,8 @@ def rule_benchmark(view):
         values = dict((n, view.get(h, n)) for n in names if view.has(h, n))
         for var, message, fix in bench_settings.settings_problems(values):
             yield hfind(view, h, var, message, fix)
-=======
+
+
 def rule_state(view):
     """vllm_pd_state: absent retires a host (drained out of the proxy, then stopped, its files removed);
     the cluster must keep a serving side of each kind and its proxy."""
@@ -674,20 +720,15 @@ def rule_state(view):
                 yield Finding(name, "", "vllm_pd_state", "every %s host of the cluster has vllm_pd_state: absent, so "
                               "nothing would serve that side" % kind,
                               "keep one %s host present, or stop the cluster with stop_pd.yml" % kind)
->>>>>>> day2
 
 
 # The order findings are reported in. Later cluster-wide checks (P/D consistency) go here.
 RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
-    rule_host_layout,
-<<<<<<< HEAD
+    rule_host_layout, rule_monitoring_ports,
     rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy, rule_benchmark,
-=======
-    rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy,
     rule_state,
->>>>>>> day2
 ]
 
 

@@ -106,3 +106,48 @@ def test_answers_of_npus_the_host_no_longer_has_are_removed(fake):
     assert fake('init', '8', '172.28.10.32', '255.255.255.0')[0] == 0
     assert sorted({p.name.split('-')[0] for p in cache.iterdir()}, key=int) == [str(n) for n in range(8)]
     assert fake('hccn_tool', '-i', '12', '-ip', '-g')[0] == 4
+
+
+def _fake_module(fake):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('npu_fake_boot', FAKE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.STATE, mod.ROOT = str(fake.root / 'npu.json'), str(fake.root)
+    return mod
+
+
+class FakeIp:
+    """`ip` of a restarted lab host: podman gave back the NPU NIC's first address only."""
+
+    def __init__(self, held):
+        self.held, self.calls = held, []
+
+    def __call__(self, *argv):
+        self.calls.append(argv)
+        out = ''.join('%d: %s    inet %s/24 brd x scope global %s\n' % (i, dev, a, dev)
+                      for i, (dev, a) in enumerate(self.held))
+        return subprocess.CompletedProcess(argv, 1 if argv[:2] == ('link', 'show') else 0, out, '')
+
+
+def test_boot_restores_every_npu_address_from_hccn_conf(fake, capsys):
+    """After a restart only NPU 0's address is on the NIC; boot adds the others as the driver does
+    from hccn.conf, names the NIC npu0, and an hccn.conf address that differs wins (the NPU takes it)."""
+    fake('set', '3', 'conf_ip', '172.28.10.99')
+    mod = _fake_module(fake)
+    ip = FakeIp([('data0', '192.168.109.31'), ('eth0', '172.28.10.32')])
+    assert mod.boot(mod.load(), ip) == 0
+    added = [c[2] for c in ip.calls if c[:2] == ('addr', 'add')]
+    want = ['172.28.10.%d/24' % (33 + n) for n in range(15)]
+    want[2] = '172.28.10.99/24'
+    assert added == want and all(c[-1] == 'eth0' for c in ip.calls if c[:2] == ('addr', 'add'))
+    assert ('link', 'property', 'add', 'dev', 'eth0', 'altname', 'npu0') in ip.calls
+    capsys.readouterr()
+    assert P.parse_ip(fake('hccn_tool', '-i', '3', '-ip', '-g')[1])['ipaddr'] == '172.28.10.99'
+    assert P.parse_hccn_conf((fake.root / 'etc' / 'hccn.conf').read_text())[3]['address'] == '172.28.10.99'
+
+
+def test_boot_without_the_npu_nic_fails_naming_the_fix(fake, capsys):
+    mod = _fake_module(fake)
+    assert mod.boot(mod.load(), FakeIp([('data0', '192.168.109.31')])) == 1
+    assert 'npu-lab up' in capsys.readouterr().err
