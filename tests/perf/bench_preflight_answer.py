@@ -33,10 +33,10 @@ BUSY_PORT_OFFSET = 3  # a port inside the group, not its first
 
 def refused(inv, hosts, limit, expect):
     """deploy_pd.yml --limit LIMIT must fail naming EXPECT; returns the measurement of bench_rollout.measured."""
-    fd, out = tempfile.mkstemp(prefix="bench-cpu-", suffix=".json")
+    fd, cpu_file = tempfile.mkstemp(prefix="bench-cpu-", suffix=".json")
     os.close(fd)
     env = {**os.environ, "ANSIBLE_CALLBACK_PLUGINS": CALLBACKS, "ANSIBLE_CALLBACKS_ENABLED": "cpu_per_task",
-           "BENCH_CPU_OUT": out}
+           "BENCH_CPU_OUT": cpu_file}
     c0, m0, h0 = children_cpu(), machine_busy(), container_cpu(hosts)
     start = time.monotonic()
     named, lines = None, []
@@ -55,9 +55,9 @@ def refused(inv, hosts, limit, expect):
         sys.exit(f"deploy_pd.yml did not refuse with {expect!r} (rc {proc.returncode}):\n{out[-4000:]}")
     if "TASK [vllm_pd.ascend.engine : Write" in out:
         sys.exit("the refusal came after a change")
-    with open(out, encoding="utf-8") as f:
+    with open(cpu_file, encoding="utf-8") as f:
         tasks = json.load(f)
-    os.unlink(out)
+    os.unlink(cpu_file)
     return {"wall": wall, "named": named, "controller": c1 - c0, "lab": sum(h1[h] - h0[h] for h in hosts), "machine": m1 - m0,
             "tasks": tasks}
 
