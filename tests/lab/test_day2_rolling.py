@@ -165,7 +165,8 @@ def test_a_batch_refused_by_its_start_guard_stays_out_and_a_run_after_the_fix_co
     try:
         r = under_load(lab, labs["d_flag2"], "roll with D2's start guard refusing", expect_rc=1)
         text = " ".join(r.stdout.split())
-        assert "8200" in text and "vllm-pd start guard" in text, r.stdout[-6000:]
+        assert f"vllm-pd-decode.service on {D2} did not start" in text, r.stdout[-6000:]
+        assert "vllm-pd start guard: refused to start vllm-pd-decode.service" in text and "8200" in text
         d2 = f"{lab.hosts[D2]['data_ip']}:8200"
         want_p, want_d = all_members(lab)
         live_p, live_d = members(lab)
