@@ -29,7 +29,7 @@ def display(value):
 
 def number(cluster, key, value, tag='td'):
     """A number of the JSON on the page, with the path to it (data-key) for a reader to compare."""
-    return '<%s data-cluster="%s" data-key="%s">%s</%s>' % (tag, escape(cluster), escape(key), display(value), tag)
+    return '<%s data-cluster="%s" data-key="%s">%s</%s>' % (tag, escape(cluster), escape(key), escape(display(value)), tag)
 
 
 def scale_x(value, top):
@@ -105,6 +105,31 @@ def kv_svg(pairs, limit=None):
                            '<title>%s..%s ms: %d</title></rect>' % (
                                scale_x(lo + b * width, top), y + 70 - h, max(1.0, scale_x(lo + (b + 1) * width, top) - scale_x(lo + b * width, top) - 1),
                                h, color, display(lo + b * width), display(lo + (b + 1) * width), c))
+        out += axis(y + 74, top)
+    out.append('</svg>')
+    return '\n'.join(out)
+
+
+def buckets_svg(rows, label):
+    """One latency of several instances on one scale: per row (name, distribution with 'bins' [[lower, upper or
+    None, count]], as a Prometheus histogram gives it) the percentiles, then a bar per non-empty bucket."""
+    height = 30 + max(1, len(rows)) * ROW_H * 3
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
+           'role="img" aria-label="%s per instance">' % (WIDTH, height, escape(label))]
+    edges = [b[1] if b[1] is not None else b[0] for _n, s in rows if s for b in s.get('bins') or []]
+    top = max([top_of([s for _n, s in rows if s])] + [e * 1.05 for e in edges if e])
+    for i, (name, s) in enumerate(rows):
+        y = 30 + i * ROW_H * 3
+        out += percentile_row(y, name, s, top, '#6a1b9a')
+        bins = (s or {}).get('bins') or []
+        peak = max([b[2] for b in bins] + [1])
+        for lower, upper, count in bins:
+            h = 40.0 * count / peak
+            right = upper if upper is not None else top
+            out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#6a1b9a" fill-opacity="0.5">'
+                       '<title>%s..%s ms: %d</title></rect>' % (
+                           scale_x(lower, top), y + 70 - h, max(1.0, scale_x(right, top) - scale_x(lower, top) - 1), h,
+                           display(lower), display(upper) if upper is not None else '+Inf', count))
         out += axis(y + 74, top)
     out.append('</svg>')
     return '\n'.join(out)
