@@ -242,7 +242,7 @@ summary:
   elements: str
 html:
   description:
-    - O(mode=diagnose) - the HTML page, self-contained (inline CSS and SVG, no script): topology, findings, ports,
+    - O(mode=diagnose) - the HTML page, self-contained (inline CSS and SVG, no script) - topology, findings, ports,
       proxy members, KV transfer per P->D pair and latency distributions per engine.
   returned: when mode is diagnose
   type: str

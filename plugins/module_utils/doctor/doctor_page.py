@@ -103,8 +103,8 @@ def observe(hosts, clusters):
 
 
 def _text(cluster, key, value, tag='td', cls=None):
-    return '<%s%s data-cluster="%s" data-key="%s">%s</%s>' % (
-        tag, ' class="%s"' % cls if cls else '', escape(cluster), escape(key), escape(str(value)), tag)
+    return '<%s data-cluster="%s" data-key="%s"%s>%s</%s>' % (
+        tag, escape(cluster), escape(key), ' class="%s"' % cls if cls else '', escape(str(value)), tag)
 
 
 def _ports_section(cl):
@@ -113,8 +113,8 @@ def _ports_section(cl):
              '<th>API listening on</th><th>kv_port group</th><th>ports</th></tr>']
     for i, e in enumerate(cl['instances']):
         key = 'instances.%d.' % i
-        ports = ''.join('<div class="%s">%s %s</div>' % (
-            STATE_CLASS[p['state']], number(c, '%sports.%d.port' % (key, j), p['port'], 'span'),
+        ports = ''.join('<div class="%s" title="%s">%s %s</div>' % (
+            STATE_CLASS[p['state']], escape(p['detail']), number(c, '%sports.%d.port' % (key, j), p['port'], 'span'),
             _text(c, '%sports.%d.state' % (key, j), p['state'], 'span')) for j, p in enumerate(e['ports'])) or '-'
         parts.append('<tr>%s%s%s%s<td>%s</td><td>%s</td><td>%s</td></tr>' % (
             _text(c, key + 'host', e['host']), _text(c, key + 'kind', e['kind']), _text(c, key + 'unit', e['unit']),
