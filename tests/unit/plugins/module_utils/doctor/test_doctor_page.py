@@ -27,8 +27,9 @@ def hist_text(name, buckets, count, total, labels=LAB):
     return '\n'.join(lines) + '\n'
 
 
-# 10 requests: 2 <= 0.1 s, 6 more <= 0.5 s, 1 more <= 1 s, 1 above every bound
-TTFT = hist_text('vllm:time_to_first_token_seconds', [('0.1', 2), ('0.5', 8), ('1.0', 9), ('+Inf', 10)], 10, 4.2)
+# 10 requests: 2 <= 0.1 s, 6 more <= 0.5 s, 1 more <= 1 s, 1 more <= 2.5 s
+TTFT = hist_text('vllm:time_to_first_token_seconds', [('0.1', 2), ('0.5', 8), ('1.0', 9), ('2.5', 10), ('+Inf', 10)],
+                 10, 4.2)
 
 
 def test_quantiles_interpolate_within_the_bucket_like_histogram_quantile():
@@ -36,9 +37,11 @@ def test_quantiles_interpolate_within_the_bucket_like_histogram_quantile():
     assert h['buckets'][-1] == (float('inf'), 10.0) and h['count'] == 10 and h['sum'] == 4.2
     # rank 5 lies in (0.1, 0.5] holding ranks 3..8: 0.1 + 0.4 * (5 - 2) / 6
     assert M.quantile(0.5, h['buckets']) == pytest.approx(0.3)
-    # rank 9 is the upper bound of (0.5, 1.0]; rank 9.9 is in +Inf: the highest finite bound
+    # rank 9 is the upper bound of (0.5, 1.0]; rank 9.9 lies in (1.0, 2.5]
     assert M.quantile(0.9, h['buckets']) == pytest.approx(1.0)
-    assert M.quantile(0.99, h['buckets']) == pytest.approx(1.0)
+    assert M.quantile(0.99, h['buckets']) == pytest.approx(2.35)
+    # a rank in +Inf: the highest finite bound
+    assert M.quantile(0.99, [(0.1, 2.0), (float('inf'), 10.0)]) == pytest.approx(0.1)
     # the first bucket starts at 0
     assert M.quantile(0.1, h['buckets']) == pytest.approx(0.05)
 
@@ -47,7 +50,7 @@ def test_distribution_in_ms_with_bins_of_the_non_empty_buckets():
     d = M.distribution(M.histogram(M.parse_samples(TTFT), 'vllm:time_to_first_token_seconds'))
     assert d['n'] == 10 and d['mean'] == pytest.approx(420.0) and d['p50'] == pytest.approx(300.0)
     assert d['min'] is None and d['max'] is None
-    assert d['bins'] == [[0.0, 100.0, 2], [100.0, 500.0, 6], [500.0, 1000.0, 1], [1000.0, None, 1]]
+    assert d['bins'] == [[0.0, 100.0, 2], [100.0, 500.0, 6], [500.0, 1000.0, 1], [1000.0, 2500.0, 1]]
 
 
 def test_no_observations_and_absent_metric():
