@@ -133,12 +133,12 @@ def _members_section(cl):
     for i, pm in enumerate(cl['proxy_members']):
         key = 'proxy_members.%d.' % i
         if pm.get('error'):
-            parts.append('<p class="bad">proxy on %s: %s</p>' % (escape(pm['host']), _text(c, key + 'error', pm['error'],
-                                                                                              'span')))
+            parts.append('<p class="bad">proxy on %s: %s</p>' % (
+                escape(pm['host']), _text(c, key + 'error', pm['error'], 'span')))
             continue
         parts.append('<p>proxy on %s (%s)</p><table><tr><th>role</th><th>listed by the proxy</th><th>inventory</th>'
-                     '<th>missing</th><th>extra</th><th>draining</th></tr>' % (escape(pm['host']),
-                                                                              escape(pm.get('source') or '?')))
+                     '<th>missing</th><th>extra</th><th>draining</th></tr>' % (
+                         escape(pm['host']), escape(pm.get('source') or '?')))
         for r in ROLES:
             cells = []
             for what in ('live', 'desired', 'missing', 'extra', 'draining'):

@@ -15,7 +15,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findi
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_page import observe, port_states
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_report import render_html
 
-from test_doctor_findings import D_IP, P_IP, PORTS, cluster, eng, holder
+from test_doctor_findings import D_IP, P_IP, cluster, eng, holder
 
 LAB = 'engine="0",model_name="m"'
 
