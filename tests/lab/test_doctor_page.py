@@ -33,9 +33,9 @@ def lab45(tmp_path_factory):
         yield lab
 
 
-def doctor(lab, out, check=True):
+def doctor(lab, out, *extra, check=True):
     """doctor.yml into OUT; returns (result, page path, JSON record)."""
-    r = lab.playbook("playbooks/doctor.yml", "-e", f"vllm_pd_doctor_report_dir={out}", check=check)
+    r = lab.playbook("playbooks/doctor.yml", "-e", f"vllm_pd_doctor_report_dir={out}", *extra, check=check)
     (page,) = sorted(out.glob("*.html"))
     js = page.with_suffix(".json")
     assert f"report: {page}" in r.stdout and f"json: {js}" in r.stdout
@@ -100,15 +100,22 @@ def test_page_shows_ports_members_kv_per_pair_and_latency_equal_to_the_hosts(lab
     # KV per P->D pair: both pairs, each as many requests as D's own journal names (and the load reached both)
     pairs = {p["pair"]: p for p in cl["kv_transfer"]}
     assert set(pairs) == {f"{P} -> {D1}", f"{P} -> {D2}"}, pairs
+    journal = {}
     for d in (D1, D2):
-        text = lab.ssh(d, f"journalctl --no-pager -o cat -u vllm-pd-decode.service --since=-15min --grep='{KV_LINE}'").stdout
-        ids = set(re.findall(rf"{KV_LINE} (\S+) took", text))
+        journal[d] = lab.ssh(d, f"journalctl --no-pager -o cat -u vllm-pd-decode.service --since=-15min "
+                                f"--grep='{KV_LINE}'").stdout
+        ids = set(re.findall(rf"{KV_LINE} (\S+) took", journal[d]))
         p = pairs[f"{P} -> {d}"]
         assert p["requests"] == len(ids) and p["ms"]["n"] == len(ids) * TP and p["requests"] > 0, (d, p["requests"])
         assert p["prefill_address"] == lab.hosts[P]["data_ip"] and p["decode_address"] == lab.hosts[d]["data_ip"]
         assert p["ms"]["min"] <= p["ms"]["p50"] <= p["ms"]["p99"] <= p["ms"]["max"]
     assert sum(p["requests"] for p in pairs.values()) >= REQUESTS
     assert cl["kv_silent"] == []
+    # the cap keeps the latest lines of each D
+    _r, _page, capped = doctor(lab, tmp_path / "capped", "-e", f"vllm_pd_doctor_kv_lines={TP}")
+    for p in capped["clusters"][0]["kv_transfer"]:
+        last = re.findall(rf"{KV_LINE} (\S+) took (\S+) ms", journal[p["decode"]])[-TP:]
+        assert (p["requests"], p["samples"]) == (len({i for i, _ms in last}), [float(ms) for _i, ms in last]), p
 
     # latency per instance: the counts are the engines' own /metrics counts (read independently here)
     lat = {(m["host"], m["kind"]): m for m in cl["latency"]}
