@@ -5,20 +5,16 @@ nothing; a P when it is idle and every D later reads no request waiting (for KV)
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import importlib.util
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-PROBE = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'roles', 'engine', 'files', 'probe_drained.py')
+from conftest import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location('probe_drained', PROBE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script('roles/engine/files/probe_drained.py')
     mod.GRACE, mod.POLL = 0.05, 0.05
     return mod
 

@@ -4,21 +4,17 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import importlib.util
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-PROBE = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'roles', 'engine', 'files', 'probe_ready.py')
+from conftest import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location('probe_ready', PROBE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script('roles/engine/files/probe_ready.py')
     return mod
 
 

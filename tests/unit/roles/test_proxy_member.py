@@ -7,7 +7,6 @@ for the admission; prove compares D's text with P's own."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import importlib.util
 import json
 import os
 import threading
@@ -15,18 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-ROOT = os.path.join(os.path.dirname(__file__), '..', '..', '..')
+from conftest import load_script
 
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-member = load('proxy_member', 'roles/proxy/files/proxy_member.py')
-example = load('example_proxy', 'lab/standin/examples/load_balance_proxy_server_example.py')
+member = load_script('roles/proxy/files/proxy_member.py')
+example = load_script('lab/standin/examples/load_balance_proxy_server_example.py')
 
 D1, D2, P1 = '10.0.0.2:8200', '10.0.0.3:8200', '10.0.0.1:8100'
 
