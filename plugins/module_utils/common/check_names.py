@@ -92,9 +92,17 @@ CHECKS = {
                        'add the host back to its group, or set vllm_pd_remove_orphans: true to remove it'),
     'DrainTimeout': ('proxy', 'an instance out of the proxy still had requests in flight at the deadline',
                      'run again at lower traffic, raise vllm_pd_drain_timeout, or set vllm_pd_allow_downtime'),
+    # rolling change (vllm_pd_rollout=rolling): a failed batch stays out of the proxy, the rest serve
+    'RollingNotPossible': ('cluster', 'a rolling change needs the admin API of the proxy and two hosts of each role',
+                           'use the example proxy, add a host of the role, or deploy without vllm_pd_rollout=rolling'),
+    'PairProofFailed': ('host', 'a restarted instance failed a request with a peer of the other role',
+                        'read the transfer error in the journals of both engines, fix it, run again'),
+    'ProxyRejoinTimeout': ('host', 'a restarted instance was not back in the proxy at the deadline',
+                           'run again, raise vllm_pd_rejoin_timeout, or lower --waiting-retry-interval of the proxy'),
 }
 # A deployment cannot even be rendered past these; a change of the running fleet cannot skip its waits.
-NOT_IGNORABLE = ('InventoryInvalid', 'ProxyMemberNotAdded', 'DrainTimeout', 'ChangeNotRollable')
+NOT_IGNORABLE = ('InventoryInvalid', 'ProxyMemberNotAdded', 'DrainTimeout', 'ChangeNotRollable', 'RollingNotPossible',
+                 'PairProofFailed', 'ProxyRejoinTimeout')
 
 
 def unknown(names):

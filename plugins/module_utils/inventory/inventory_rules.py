@@ -21,7 +21,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import be
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 
 KINDS = ("prefill", "decode")
-ROLLOUTS = ("parallel", "serial", "canary")
+ROLLOUTS = ("parallel", "serial", "canary", "rolling")
 RUNTIMES = ("systemd", "container")
 CONTAINER_ENGINES = ("podman", "docker")
 DEFAULT_API_PORT = {"prefill": 8100, "decode": 8200}
