@@ -71,8 +71,8 @@ def test_an_address_d_cannot_reach_is_named_first(l43, tmp_path):
     finally:
         (Path(l43.inventory) / "host_vars" / f"{P}.yml").unlink()
     assert r.returncode != 0
-    answered_first(l43, r, f"decode host {D}, address {data} (on data0), cannot reach prefill host {P} at {mgmt} "
-                             "(on mgmt0)")
+    answer = f"decode host {D}, address {data} (on data0), cannot reach prefill host {P} at {mgmt} (on mgmt0)"
+    answered_first(l43, r, answer)
     no_units(l43)
 
 
