@@ -15,7 +15,7 @@ description:
   - C(pd_orphan_units) - the vllm_pd units of a host (O(_input), C(systemctl list-units) lines) that no planned
     instance (O(planned_units)) or the cluster's proxy (O(is_proxy)) explains, C(OrphanInstance).
   - C(pd_rollable) - the C(ChangeNotRollable) finding of one cluster when the plan changes, for a running engine, one
-    of block size, kv_cache_dtype, dtype, quantization, speculative config, the model files or the tp sizes; empty
+    of block size, kv_cache_dtype, dtype, quantization, speculative config, the model files, the tp sizes or the DP size of a side; empty
     with O(allow_downtime) (the change stops the cluster).
 options:
   _input:

@@ -126,8 +126,16 @@ options:
     description:
       - O(mode=diagnose) - per inventory host, its C(cluster), C(groups), C(address) (the resolved address
         dict or null), C(address_error), C(unreachable), and the results C(inspect), C(probe) and C(residue).
+      - Optional, for the page - C(metrics) (per engine C(kind), C(unit), C(url) and the C(text) of its
+        C(/metrics) or an C(error)), C(kv_log) (a decode host's C(text), the journal lines
+        C(KV cache transfer for request ... took N ms) of the window, or an C(error)) and C(proxy_members) (a proxy
+        host's C(source), C(error), C(live), C(desired), C(missing), C(extra), C(draining)).
     type: dict
     default: {}
+  kv_window:
+    description: O(mode=diagnose) - the journal window the C(kv_log) lines come from, as the page names it.
+    type: str
+    default: ''
   title:
     description: O(mode=diagnose) - title of the HTML report.
     type: str
@@ -218,7 +226,12 @@ findings:
   type: list
   elements: dict
 clusters:
-  description: O(mode=diagnose) - per cluster C(name), C(status), C(root_cause), C(hosts) and C(links).
+  description:
+    - O(mode=diagnose) - per cluster C(name), C(status), C(root_cause), C(hosts) and C(links).
+    - For the page also C(instances) (per engine its state and each kv_port's C(port), C(state), C(detail)),
+      C(proxy_members), C(kv_transfer) (per P->D pair C(pair), C(requests), C(ms) percentiles and C(samples)),
+      C(kv_silent) (decode hosts without a transfer line) and C(latency) (per engine C(ttft_ms), C(itl_ms),
+      C(e2el_ms) estimated from its C(/metrics) histograms, C(n), C(mean), C(p50), C(p90), C(p99), C(bins)).
   returned: when mode is diagnose
   type: list
   elements: dict
@@ -228,7 +241,9 @@ summary:
   type: list
   elements: str
 html:
-  description: O(mode=diagnose) - the HTML report (inline SVG topology).
+  description:
+    - O(mode=diagnose) - the HTML page, self-contained (inline CSS and SVG, no script) - topology, findings, ports,
+      proxy members, KV transfer per P->D pair and latency distributions per engine.
   returned: when mode is diagnose
   type: str
 """
@@ -245,6 +260,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_inspect import (
     PROC, Host, inspect_engine, inspect_peer, inspect_proxy,
 )
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_page import observe
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_report import render_html, summary_lines
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import parse_port_list
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.zmtp import probe_many
@@ -293,8 +309,9 @@ def run_probe(module):
 def run_diagnose(module):
     p = module.params
     findings, clusters = diagnose(p['hosts'])
+    observe(p['hosts'], clusters)
     module.exit_json(changed=False, findings=findings, clusters=clusters, summary=summary_lines(clusters, findings),
-                     html=render_html(clusters, findings, p['title']))
+                     html=render_html(clusters, findings, p['title'], p['kv_window']))
 
 
 def _given(value, default):
@@ -379,6 +396,7 @@ def main():
             probe_timeout=dict(type='float', default=1.0),
             hosts=dict(type='dict', default={}),
             title=dict(type='str', default='vLLM PD doctor'),
+            kv_window=dict(type='str', default=''),
         ),
         supports_check_mode=True,
     )

@@ -192,8 +192,8 @@ def test_traffic_that_never_leaves_the_proxy_idle_keeps_the_instance_out_named(f
     the isolated member, so the restarted D1 cannot come back; the run says so, no request fails, and a run
     once the traffic pauses puts it back."""
     lab, labs = fleet
-    inv = Lab(variant(Path(lab.inventory), "d_flag3", "decode_extra_args: [--max-num-seqs, '36']\n"
-                                                        "prefill_extra_args: [--max-num-seqs, '48']\n"))
+    change = "decode_extra_args: [--max-num-seqs, '36']\nprefill_extra_args: [--max-num-seqs, '48']\n"
+    inv = Lab(variant(Path(lab.inventory), "d_flag3", change))
     try:
         r = under_load(lab, inv, "roll under never-idle traffic", "-e", "vllm_pd_rejoin_timeout=20",
                        expect_rc=1, rate=None, concurrency=4)

@@ -11,6 +11,7 @@ __metaclass__ = type
 
 from html import escape
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_page
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findings import FAILING, STEPS
 
 COLOR = dict(ok='#2e7d32', partial='#ef6c00', down='#c62828', neutral='#9e9e9e')
@@ -154,36 +155,45 @@ CSS = """body{font-family:sans-serif;margin:24px;color:#222}table{border-collaps
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;font-size:13px}
 th{background:#eee}pre{margin:0;white-space:pre-wrap;font-size:12px}.root{background:#fff0f0}
 .status{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;font-weight:bold}
-.failing{background:#c62828}.warnings{background:#f9a825}.healthy{background:#2e7d32}"""
+.failing{background:#c62828}.warnings{background:#f9a825}.healthy{background:#2e7d32}""" + doctor_page.CSS
 
 
-def render_html(clusters, findings, title='vLLM PD doctor'):
+def render_html(clusters, findings, title='vLLM PD doctor', kv_window=''):
+    """The page of one run. A cluster that doctor_page.observe() saw also gets its instances' ports, the proxy's
+    members, the KV transfer per P->D pair (KV_WINDOW: which journal window) and the latency distributions.
+    Findings cells carry data-key findings.N.FIELD (N: the index in FINDINGS, the JSON's list)."""
     parts = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8"><title>%s</title>' % escape(title),
              '<style>%s</style></head><body>' % CSS, '<h1>%s</h1>' % escape(title),
              '<p>Diagnosis in the field report\'s order: %s. The first failing finding of a cluster is its root '
              'cause; later ones are consequences.</p>' % escape(', '.join(
                  'step %d %s' % (k, v) for k, v in sorted(STEPS.items()) if k))]
     for cl in clusters:
+        c = cl['name']
         root = cl['root_cause']
         parts.append('<h2>Cluster %s <span class="status %s">%s</span></h2>' % (
-            escape(cl['name']), cl['status'], escape(cl['status'])))
+            escape(c), cl['status'], escape(cl['status'])))
         if root:
             parts.append('<p><b>Root cause</b> (step %d, %s on %s): %s<br><b>Fix:</b> %s</p>' % (
                 root['step'], escape(root['check']), escape(root['host']), escape(root['title']), escape(root['fix'])))
         parts.append(topology_svg(cl, findings))
-        mine = [f for f in findings if f['cluster'] == cl['name']]
+        mine = [(i, f) for i, f in enumerate(findings) if f['cluster'] == c]
         if not mine:
             parts.append('<p>No findings: every check passed.</p>')
-            continue
-        parts.append('<table><tr><th>#</th><th>role</th><th>severity</th><th>step</th><th>host</th><th>check</th>'
-                     '<th>finding</th><th>evidence</th><th>fix</th></tr>')
-        for n, f in enumerate(mine, 1):
-            parts.append('<tr class="%s"><td>%d</td><td>%s</td><td style="color:%s"><b>%s</b></td><td>%d %s</td>'
-                         '<td>%s</td><td>%s</td><td>%s</td><td><pre>%s</pre></td><td>%s</td></tr>' % (
-                             'root' if f['role'] == 'root cause' else '', n, escape(f['role']),
-                             SEV_COLOR[f['severity']], escape(f['severity']), f['step'], escape(STEPS[f['step']]),
-                             escape(f['host']), escape(f['check']), escape(f['title']),
-                             escape('\n'.join(f['evidence'])), escape(f['fix'])))
-        parts.append('</table>')
+        else:
+            parts.append('<table><tr><th>#</th><th>role</th><th>severity</th><th>step</th><th>host</th><th>check</th>'
+                         '<th>finding</th><th>evidence</th><th>fix</th></tr>')
+            for n, (i, f) in enumerate(mine, 1):
+                def cell(field, i=i, f=f):
+                    return '<td data-cluster="%s" data-key="findings.%d.%s">%s</td>' % (
+                        escape(c), i, field, escape(f[field]))
+                parts.append('<tr class="%s"><td>%d</td><td>%s</td><td style="color:%s"><b>%s</b></td><td>%d %s</td>'
+                             '%s%s%s<td><pre>%s</pre></td>%s</tr>' % (
+                                 'root' if f['role'] == 'root cause' else '', n, escape(f['role']),
+                                 SEV_COLOR[f['severity']], escape(f['severity']), f['step'], escape(STEPS[f['step']]),
+                                 cell('host'), cell('check'), cell('title'), escape('\n'.join(f['evidence'])),
+                                 cell('fix')))
+            parts.append('</table>')
+        if 'instances' in cl:
+            parts += doctor_page.sections(cl, kv_window)
     parts.append('</body></html>')
     return '\n'.join(parts) + '\n'

@@ -21,7 +21,8 @@ NAME = 'ChangeNotRollable'
 SHARED = ('block_size', 'kv_cache_dtype', 'dtype', 'quantization', 'speculative_config')
 SHOWN = {'block_size': 'block size', 'kv_cache_dtype': 'kv_cache_dtype', 'dtype': 'dtype',
          'quantization': 'quantization', 'speculative_config': 'speculative config', 'model': 'model files',
-         'tp': 'tp relation'}
+         'tp': 'tp relation', 'dp': 'dp size'}
+SIDES = ('prefill', 'decode')
 
 
 def _same(a, b):
@@ -29,21 +30,30 @@ def _same(a, b):
 
 
 def changed_attributes(running, planned):
-    """RUNNING: [{host, kind, unit, model, tp, settings}] of the engines running now (parse_launch plus host,
-    kind, unit); PLANNED: [{host, kind, model_path, tp, settings}] of this run. -> [(attribute, side, was, will)]
-    for each shared attribute a running engine launched with and its host's plan changes."""
+    """RUNNING: [{host, kind, unit, model, tp, settings, kv_extra}] of the engines running now (parse_launch plus
+    host, kind, unit); PLANNED: [{host, kind, model_path, tp, dp, settings}] of this run. -> [(attribute, side, was,
+    will)] for each shared attribute a running engine launched with and its host's plan changes. The DP size of
+    each side is in every engine's kv_connector_extra_config (the connector derives the peer's port layout from
+    it), so a new DP rank of an MoE group changes every engine of the cluster; a dense model's ranks run with
+    DP size 1 and add without a change."""
     plan = dict(((p['host'], p['kind']), p) for p in planned)
+    dp_plan = dict((p['kind'], p.get('dp')) for p in planned)
     out = []
     for r in running:
         p = plan.get((r['host'], r['kind']))
         if p is None:
             continue
-        pairs = [(name, r['settings'].get(name), p['settings'].get(name)) for name in SHARED]
-        pairs.append(('model', r.get('model'), p.get('model_path')))
-        pairs.append(('tp', r.get('tp'), p.get('tp')))
-        for name, was, will in pairs:
-            if not _same(was, will) and (name, r['kind'], was, will) not in out:
-                out.append((name, r['kind'], was, will))
+        kind = r['kind']
+        pairs = [(name, kind, r['settings'].get(name), p['settings'].get(name)) for name in SHARED]
+        pairs.append(('model', kind, r.get('model'), p.get('model_path')))
+        pairs.append(('tp', kind, r.get('tp'), p.get('tp')))
+        for side in SIDES:
+            was = ((r.get('kv_extra') or {}).get(side) or {}).get('dp_size')
+            if was is not None and dp_plan.get(side) is not None:
+                pairs.append(('dp', side, int(was), int(dp_plan[side])))
+        for change in pairs:
+            if not _same(change[2], change[3]) and change not in out:
+                out.append(change)
     return out
 
 

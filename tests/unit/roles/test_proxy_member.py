@@ -34,7 +34,6 @@ D1, D2, P1 = '10.0.0.2:8200', '10.0.0.3:8200', '10.0.0.1:8100'
 @pytest.fixture
 def proxy():
     sched = example.Scheduler([('10.0.0.1', 8100)], [('10.0.0.2', 8200), ('10.0.0.3', 8200)])
-    completions = {}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -42,13 +41,10 @@ def proxy():
 
         def do_POST(self):  # noqa: N802 - http.server's name
             body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
-            if self.path.startswith('/instances/'):
-                kind, instances = body['type'], example.parse_instances(body['instances'])
-                (sched.add if self.path.endswith('add') else sched.remove)(kind, instances)
-                snap = sched.snapshot()
-                answer = {'message': '', 'current_prefill_instances': snap['prefill'], 'current_decode_instances': snap['decode']}
-            else:
-                answer = completions[self.path](body)
+            kind, instances = body['type'], example.parse_instances(body['instances'])
+            (sched.add if self.path.endswith('add') else sched.remove)(kind, instances)
+            snap = sched.snapshot()
+            answer = {'message': '', 'current_prefill_instances': snap['prefill'], 'current_decode_instances': snap['decode']}
             data = json.dumps(answer).encode()
             self.send_response(200)
             self.send_header('Content-Length', str(len(data)))
@@ -57,7 +53,7 @@ def proxy():
 
     server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield sched, 'http://127.0.0.1:%d' % server.server_address[1], completions
+    yield sched, 'http://127.0.0.1:%d' % server.server_address[1]
     server.shutdown()
 
 
@@ -74,14 +70,14 @@ class Clock:
 
 
 def test_leave_without_traffic_removes_at_once_and_records_nothing(proxy, tmp_path):
-    sched, url, _ = proxy
+    sched, url = proxy
     marker = str(tmp_path / 'm.json')
     assert member.leave(url, 'decode', D1, marker, '42')[0] == 'removed'
     assert sched.snapshot()['decode'] == [D2] and not os.path.exists(marker)
 
 
 def test_isolated_member_rejoins_only_after_the_proxy_dropped_it(proxy, tmp_path):
-    sched, url, _ = proxy
+    sched, url = proxy
     marker = str(tmp_path / 'm.json')
     sched.request_num = 3                       # traffic: remove only isolates
     state, listed = member.leave(url, 'decode', D1, marker, '42')
@@ -100,7 +96,7 @@ def test_isolated_member_rejoins_only_after_the_proxy_dropped_it(proxy, tmp_path
 
 
 def test_join_stops_at_the_deadline_while_traffic_keeps_it_isolated(proxy, tmp_path):
-    sched, url, _ = proxy
+    sched, url = proxy
     marker = str(tmp_path / 'm.json')
     sched.request_num = 1
     member.leave(url, 'decode', D1, marker, '42')
@@ -111,7 +107,7 @@ def test_join_stops_at_the_deadline_while_traffic_keeps_it_isolated(proxy, tmp_p
 
 
 def test_a_member_never_admitted_is_reported_waiting(proxy, tmp_path):
-    sched, url, _ = proxy
+    sched, url = proxy
     marker = str(tmp_path / 'm.json')
     member.leave(url, 'decode', D1, marker, '42')
     clock = Clock(lambda now: sched.probe_waiting(lambda host, port: False, 1000))
@@ -119,7 +115,7 @@ def test_a_member_never_admitted_is_reported_waiting(proxy, tmp_path):
 
 
 def test_a_serving_member_is_a_member_at_once_and_a_record_of_another_proxy_process_is_ignored(proxy, tmp_path):
-    _, url, _ = proxy
+    url = proxy[1]
     marker = str(tmp_path / 'm.json')
     with open(marker, 'w') as f:
         json.dump({'pid': '7', 'isolated': {'decode': [D1]}}, f)   # a proxy restarted since: no isolation
@@ -127,7 +123,7 @@ def test_a_serving_member_is_a_member_at_once_and_a_record_of_another_proxy_proc
 
 
 def test_prove_requires_d_text_equal_to_p_alone_with_every_serving_peer(proxy, tmp_path, monkeypatch):
-    sched, url, _ = proxy
+    sched, url = proxy
     sent = []
 
     def post(target, body):

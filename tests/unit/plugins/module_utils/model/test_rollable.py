@@ -1,3 +1,5 @@
+import json
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_launch
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import rollable
 
@@ -48,3 +50,19 @@ def test_downtime_allowed_and_new_hosts_are_no_finding():
     plan = [planned("prefill", "p1"), planned("decode", "d1", block_size=64), planned("decode", "d2", block_size=64)]
     assert rollable.findings(RUN, plan, allow_downtime=True) == []
     assert rollable.findings([], plan) == []
+
+
+def kv(prefill_dp, decode_dp):
+    extra = {"prefill": {"tp_size": 8, "dp_size": prefill_dp}, "decode": {"tp_size": 8, "dp_size": decode_dp}}
+    return json.dumps({"kv_connector": "MooncakeConnectorV1", "kv_connector_extra_config": extra})
+
+
+def test_a_new_dp_rank_of_an_moe_group_changes_every_engine_and_cannot_roll():
+    run = [running("prefill", "p1", "--kv-transfer-config", kv(1, 2)), running("decode", "d1", "--kv-transfer-config", kv(1, 2))]
+    plan = [dict(planned("prefill", "p1"), dp=1), dict(planned("decode", "d1"), dp=3)]
+    [f] = rollable.findings(run, plan)
+    assert f["attributes"] == ["dp size"]
+    assert "dp size on decode: 2 -> 3" in f["message"] and "prefill: 1 ->" not in f["message"]
+    # a dense model's ranks run with DP size 1 each: another rank changes no running engine
+    assert rollable.findings([running("decode", "d1", "--kv-transfer-config", kv(1, 1))],
+                             [dict(planned("decode", "d1"), dp=1), dict(planned("decode", "d2"), dp=1)]) == []

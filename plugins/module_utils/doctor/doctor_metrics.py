@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The latency distributions an engine exposes on /metrics (Prometheus text format), for the doctor's page.
+
+vLLM's histograms are cumulative since the engine started: NAME_bucket{le="..."} counts the observations
+<= le, NAME_count and NAME_sum all of them. A distribution is estimated from the buckets as Prometheus'
+histogram_quantile does (linear within the bucket that holds the rank; the +Inf bucket gives the highest
+finite bound). Names per release (shared docs observability-bench.md B4): vllm:time_per_output_token_seconds
+was replaced by vllm:inter_token_latency_seconds (deprecated 0.11, removed after 0.12), so either is read.
+Values are returned in ms, as the benchmark's latencies.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import re
+
+# (key, label, the names it has had, newest first)
+LATENCIES = (
+    ('ttft_ms', 'TTFT', ('vllm:time_to_first_token_seconds',)),
+    ('itl_ms', 'ITL', ('vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds')),
+    ('e2el_ms', 'E2EL', ('vllm:e2e_request_latency_seconds',)),
+)
+QUANTILES = (('p50', 0.5), ('p90', 0.9), ('p99', 0.99))
+SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)')
+LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
+
+
+def parse_samples(text):
+    """[(name, {label: value}, float)] of the sample lines of a Prometheus text exposition."""
+    out = []
+    for line in (text or '').splitlines():
+        m = SAMPLE.match(line.strip())
+        if not m or line.startswith('#'):
+            continue
+        try:
+            value = float(m.group('value'))
+        except ValueError:
+            continue
+        out.append((m.group('name'), dict(LABEL.findall(m.group('labels') or '')), value))
+    return out
+
+
+def histogram(samples, name):
+    """The histogram NAME summed over its series (an engine with several DP ranks has one per rank):
+    {'buckets': [(le, cumulative count)] by le with +Inf last, 'count', 'sum'}, or None when it is absent."""
+    buckets, count, total, seen = {}, 0.0, 0.0, False
+    for sample, labels, value in samples:
+        if sample == name + '_bucket' and 'le' in labels:
+            le = float('inf') if labels['le'] in ('+Inf', 'Inf') else float(labels['le'])
+            buckets[le] = buckets.get(le, 0.0) + value
+            seen = True
+        elif sample == name + '_count':
+            count += value
+            seen = True
+        elif sample == name + '_sum':
+            total += value
+    if not seen:
+        return None
+    return dict(buckets=sorted(buckets.items()), count=count, sum=total)
+
+
+def quantile(q, buckets):
+    """histogram_quantile(q) of cumulative BUCKETS [(le, count)], or None without observations."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for le, cumulative in buckets:
+        if cumulative >= rank:
+            if le == float('inf'):
+                return lower
+            if cumulative == below:
+                return le
+            return lower + (le - lower) * (rank - below) / (cumulative - below)
+        lower, below = le, cumulative
+    return lower
+
+
+def distribution(hist):
+    """A histogram in ms as the pages draw a latency: {n, mean, p50, p90, p99, min, max (None: a histogram
+    does not keep them), bins: [[lower ms, upper ms or None for +Inf, count]] of the non-empty buckets}."""
+    buckets = hist['buckets']
+    n = int(round(hist['count'] or (buckets[-1][1] if buckets else 0)))
+    out = dict(n=n, mean=hist['sum'] * 1000.0 / n if n else None, min=None, max=None, bins=[])
+    for key, q in QUANTILES:
+        v = quantile(q, buckets) if n else None
+        out[key] = v * 1000.0 if v is not None else None
+    lower, below = 0.0, 0.0
+    for le, cumulative in buckets:
+        if cumulative > below:
+            out['bins'].append([lower * 1000.0, le * 1000.0 if le != float('inf') else None,
+                                int(round(cumulative - below))])
+        lower, below = le, cumulative
+    return out
+
+
+def latencies(text):
+    """{key: {'metric': the name read, ...distribution} or None when the engine exposes none of its names}
+    of one engine's /metrics text, for every LATENCIES key."""
+    samples = parse_samples(text)
+    out = {}
+    for key, _label, names in LATENCIES:
+        out[key] = None
+        for name in names:
+            hist = histogram(samples, name)
+            if hist is not None:
+                out[key] = dict(distribution(hist), metric=name)
+                break
+    return out
