@@ -192,6 +192,8 @@ def test_traffic_that_never_leaves_the_proxy_idle_keeps_the_instance_out_named(f
     the isolated member, so the restarted D1 cannot come back; the run says so, no request fails, and a run
     once the traffic pauses puts it back."""
     lab, labs = fleet
+    # where the test before left the cluster (alone: a first deploy, rolling, with no proxy running yet)
+    labs["d_flag2"].playbook("playbooks/deploy_pd.yml", *ROLLING)
     change = "decode_extra_args: [--max-num-seqs, '36']\nprefill_extra_args: [--max-num-seqs, '48']\n"
     inv = Lab(variant(Path(lab.inventory), "d_flag3", change))
     try:
@@ -203,6 +205,14 @@ def test_traffic_that_never_leaves_the_proxy_idle_keeps_the_instance_out_named(f
         assert lab.unit(D1, "vllm-pd-decode.service") == ("enabled", "active")
         d1 = f"{lab.hosts[D1]['data_ip']}:8200"
         assert json.loads(lab.run(P1, "cat /var/lib/vllm-pd/proxy-isolated.json").stdout)["isolated"] == {"decode": [d1]}
+        # while the traffic goes on, the doctor names it; once the proxy is idle it drops it (then: missing)
+        bg = loadgen.Background(loadgen.LoadSpec(f"http://{proxy_ip(lab)}:8000", rate=None, concurrency=4, count=100000,
+                                                 max_tokens=8, timeout=60, guard=lab.guard)).start()
+        try:
+            doctor = " ".join(inv.playbook("playbooks/doctor.yml", check=False).stdout.split())
+        finally:
+            assert bg.stop_and_wait()["failed"] == 0
+        assert f"isolated by a rolling change P [] D ['{d1}']" in doctor, doctor[-3000:]
         r = inv.playbook("playbooks/deploy_pd.yml", *ROLLING)        # no traffic now
         assert members(lab) == all_members(lab)
         assert not lab.host(P1).file("/var/lib/vllm-pd/proxy-isolated.json").exists

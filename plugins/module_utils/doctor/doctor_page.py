@@ -137,13 +137,13 @@ def _members_section(cl):
                 escape(pm['host']), _text(c, key + 'error', pm['error'], 'span')))
             continue
         parts.append('<p>proxy on %s (%s)</p><table><tr><th>role</th><th>listed by the proxy</th><th>inventory</th>'
-                     '<th>missing</th><th>extra</th><th>draining</th></tr>' % (
+                     '<th>missing</th><th>extra</th><th>draining</th><th>isolated by a rolling change</th></tr>' % (
                          escape(pm['host']), escape(pm.get('source') or '?')))
         for r in ROLES:
             cells = []
-            for what in ('live', 'desired', 'missing', 'extra', 'draining'):
+            for what in ('live', 'desired', 'missing', 'extra', 'draining', 'isolated'):
                 items = (pm.get(what) or {}).get(r) or []
-                bad = what in ('missing', 'extra') and items
+                bad = what in ('missing', 'extra', 'isolated') and items
                 cells.append('<td%s>%s</td>' % (' class="bad"' if bad else '', ''.join(
                     _text(c, '%s%s.%s.%d' % (key, what, r, j), m, 'div') for j, m in enumerate(items)) or '-'))
             parts.append('<tr><td>%s</td>%s</tr>' % (r, ''.join(cells)))

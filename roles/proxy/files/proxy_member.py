@@ -29,6 +29,7 @@ import urllib.request
 # Prints one JSON line: {"state": ..., "listed": [...]} (prove: and "pairs": [{prefill, decode, ok, detail}]);
 # leave: removed | isolated | no-proxy; prove: proven | failed | serving (nothing to prove) | no-proxy;
 # join: member (it was) | joined | isolated (still isolated at the deadline) | waiting (never admitted) | no-proxy.
+# proxy_member.py isolated MARKER (the doctor): {"isolated": {KIND: [HOST:PORT]}} the running proxy still isolates.
 
 POLL = 1.0
 TIMEOUT = 60
@@ -168,6 +169,10 @@ def prove(url, kind, member, marker, pid, body):
 
 
 def main(argv):
+    if argv[0] == "isolated":
+        pid = proxy_pid()
+        print(json.dumps({"isolated": read_marker(argv[1], pid) if pid else {}}))
+        return
     mode, url, kind, member, marker = argv[:5]
     pid = proxy_pid()
     out = {"state": "no-proxy", "listed": []}

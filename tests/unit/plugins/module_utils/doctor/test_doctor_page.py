@@ -108,7 +108,8 @@ def observed_hosts():
                                         live=dict(prefill=['%s:8100' % P_IP], decode=[]),
                                         desired=dict(prefill=['%s:8100' % P_IP], decode=['%s:8200' % D_IP]),
                                         missing=dict(prefill=[], decode=['%s:8200' % D_IP]),
-                                        extra=dict(prefill=[], decode=[]), draining=dict(prefill=[], decode=[]))
+                                        extra=dict(prefill=[], decode=[]), draining=dict(prefill=[], decode=[]),
+                                        isolated=dict(prefill=['%s:8100' % P_IP]))
     return hosts
 
 
@@ -165,7 +166,7 @@ def test_page_values_equal_the_json_and_the_page_is_self_contained():
         assert c == 'c1' and unescape(text) == shown(value_at(findings, clusters[0], key)), key
     assert {'kv_transfer.0.ms.p99', 'kv_transfer.0.requests', 'latency.0.ttft_ms.p50', 'latency.1.error',
             'instances.0.ports.2.state', 'instances.1.state', 'proxy_members.0.missing.decode.0',
-            'findings.0.check'} <= keys
+            'proxy_members.0.isolated.prefill.0', 'findings.0.check'} <= keys
     assert value_at(findings, clusters[0], 'instances.0.ports.2.state') == 'held by another process'
     assert '<grafana>' not in html
     assert not re.search(r'<(script|link|img|iframe|object)\b', html) and not re.search(r'(src|href)=|url\((?!#)', html)
