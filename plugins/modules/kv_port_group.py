@@ -339,9 +339,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import params as P
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.host_ops import HostOps
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import port_group
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.port_listening import run_listening
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.port_reachable import run_reachable
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_stop import run_free
 
 DEFAULT_TIMEOUTS = dict(free=30, listening=300, reachable=0)
 
@@ -390,17 +387,21 @@ def main():
         module.fail_json(msg=str(e), **result)
     result['ports'] = ports = port_group(p['kv_port'], p['tp_size'], p['pp_size'], p['pcp_size'],
                                          p['dp_rank_start'], p['dp_size_local'])
-    ops = HostOps(module)
+    # each state imports only its own code: the payload's sources are compiled at every run (issue 22)
     if p['state'] == 'reachable':
+        from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.port_reachable import run_reachable
         run_reachable(module, p, ports, result)
         module.exit_json(**result)
+    ops = HostOps(module)
     if host_ip is None:
         host_ip = '0.0.0.0'
         module.warn('host_ip not given: checking the group against every address (wildcard)')
     result['host_ip'] = host_ip
     if p['state'] == 'free':
+        from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_stop import run_free
         run_free(module, ops, p, ports, host_ip, result)
     else:
+        from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.port_listening import run_listening
         run_listening(module, ops, p, ports, host_ip, result)
     module.exit_json(**result)
 

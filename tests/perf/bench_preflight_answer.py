@@ -5,15 +5,15 @@ Two faults, each on a fresh cluster with no engine yet:
            preflight must name the port (PortBusy)
   address  P's vllm_pd_host_ip is its mgmt address, which D cannot reach: the preflight must name
            both hosts and addresses ("cannot reach prefill host")
-Prints per fault the median time until the output first names it and until deploy_pd.yml ends (the
-other hosts finish their checks, so every finding is reported at once), of --runs refusals, the ratio
-to the issue's baseline (busy 5.9 s, address 6.8 s) and the target (5 s), and where the time goes (controller CPU and wall per task,
-tests/perf/callback).
+Prints per fault the median time until the output first names it (the issue's target: under 5 s) and until
+deploy_pd.yml ends (the other hosts finish their checks, so every finding is reported at once), of --runs
+refusals, both as ratios to the issue's baseline (busy 5.9 s, address 6.8 s), and where the time goes
+(controller CPU and wall per task, tests/perf/callback). Exit status 1 when a named median misses 5 s.
 
-Cluster lab<F> of lab/gen-inventory (default F=37, so other clusters are left alone). Lab containers only;
+Cluster lab<F> of lab/gen-inventory (default F=42, so other clusters are left alone). Lab containers only;
 every address is route-guarded.
 
-Usage: .venv/bin/python tests/perf/bench_preflight_answer.py [--first 37] [--runs 3] [--keep] [--top 8]
+Usage: .venv/bin/python tests/perf/bench_preflight_answer.py [--first 42] [--runs 3] [--keep] [--top 8]
 """
 import argparse
 import json
@@ -64,7 +64,7 @@ def refused(inv, hosts, limit, expect):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    ap.add_argument("--first", type=int, default=37)
+    ap.add_argument("--first", type=int, default=42)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="leave the lab hosts up")
     ap.add_argument("--top", type=int, default=8)
@@ -98,11 +98,11 @@ def main():
         walls, named = [m["wall"] for m in runs], [m["named"] for m in runs]
         med, first = statistics.median(walls), statistics.median(named)
         print(f"{name}: named in {first:.2f} s, playbook refused in {med:.2f} s (medians of {len(walls)}: "
-              f"{', '.join(f'{n:.2f}/{w:.2f}' for n, w in zip(named, walls))}); ratio to baseline {BASELINE[name]} s = "
-              f"{med / BASELINE[name]:.2f}; target {TARGET} s: {'OK' if med <= TARGET else 'MISSED'}; "
-              f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+              f"{', '.join(f'{n:.2f}/{w:.2f}' for n, w in zip(named, walls))}); ratio to baseline {BASELINE[name]} s: "
+              f"named {first / BASELINE[name]:.2f}, refused {med / BASELINE[name]:.2f}; target: named in under {TARGET} s: "
+              f"{'OK' if first < TARGET else 'MISSED'}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         report(f"{name} (last run)", runs[-1], len(hosts), a.top)
-    return 0 if all(statistics.median(m["wall"] for m in r) <= TARGET for r in results.values()) else 1
+    return 0 if all(statistics.median(m["named"] for m in r) < TARGET for r in results.values()) else 1
 
 
 if __name__ == "__main__":

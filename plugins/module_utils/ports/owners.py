@@ -13,6 +13,8 @@ import json
 import os
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.fd_scan import socket_holders
+
 _CONTAINER_PATTERNS = (
     ('podman', re.compile(r'^libpod-(?!conmon-)([0-9a-f]{12,64})(?:\.scope)?$')),
     ('docker', re.compile(r'^docker-([0-9a-f]{12,64})\.scope$')),
@@ -82,13 +84,8 @@ def socket_owners(proc_root='/proc', inodes=None):
                 if inode is not None:
                     owners.setdefault(inode, set()).add(pid)
     else:
-        # compare link texts: no parsing of the (with 16,000 sockets, 17,000) links that are not wanted
-        wanted = dict(('socket:[%d]' % i, i) for i in inodes if i)
-        if not wanted:
-            return {}
-        for pid, _fd_dir, links in scan_fd_dirs(proc_root):
-            for target in wanted.keys() & set(links.values()):
-                owners.setdefault(wanted[target], set()).add(pid)
+        # only the kernel's /proc reports an fd count as the size of /proc/PID/fd
+        return socket_holders(inodes, list_pids(proc_root), proc_root, count_fds=proc_root == '/proc')
     return dict((k, sorted(v)) for k, v in owners.items())
 
 
