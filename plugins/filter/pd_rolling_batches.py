@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-name: pd_rolling
+name: pd_rolling_batches
 short_description: Plan a rolling change (vllm_pd_rollout=rolling) and refuse a cluster that cannot roll
 version_added: "1.2.0"
 description:
