@@ -9,6 +9,7 @@ listener pass every 0.2 s); lab51 (1P1D, the mooncake wheel proxy). The containe
 """
 import base64
 import json
+import re
 import shutil
 import urllib.request
 from pathlib import Path
@@ -189,7 +190,7 @@ def test_a_batch_refused_by_its_start_guard_stays_out_and_a_run_after_the_fix_co
 
 def test_traffic_that_never_leaves_the_proxy_idle_keeps_the_instance_out_named(fleet):
     """Closed-loop clients keep a request in flight at every listener pass: the example proxy never drops
-    the isolated member, so the restarted D1 cannot come back; the run says so, no request fails, and a run
+    the isolated member, so a restarted D cannot come back; the run says so, no request fails, and a run
     once the traffic pauses puts it back."""
     lab, labs = fleet
     # where the test before left the cluster (alone: a first deploy, rolling, with no proxy running yet)
@@ -197,18 +198,24 @@ def test_traffic_that_never_leaves_the_proxy_idle_keeps_the_instance_out_named(f
     change = "decode_extra_args: [--max-num-seqs, '36']\nprefill_extra_args: [--max-num-seqs, '48']\n"
     inv = Lab(variant(Path(lab.inventory), "d_flag3", change))
     try:
+        # 8 closed-loop clients: on a loaded machine 4 could all sit between two requests at one listener pass,
+        # so the proxy may drop the canary's isolation after all and the next D is the one left out
         r = under_load(lab, inv, "roll under never-idle traffic", "-e", "vllm_pd_rejoin_timeout=20",
-                       expect_rc=1, rate=None, concurrency=4)
+                       expect_rc=1, rate=None, concurrency=8)
         text = " ".join(r.stdout.split())
-        assert f"ProxyRejoinTimeout: cluster lab50, vllm-pd-decode.service on {D1} runs and passed every check" in text
+        out = re.search(r"ProxyRejoinTimeout: cluster lab50, vllm-pd-decode.service on (pd-d50-[12]) runs and "
+                        r"passed every check", text)
+        assert out, "\n".join(line for line in r.stdout.splitlines() if "fatal" in line or "ERROR" in line)
         assert "the proxy still isolates it" in text, r.stdout[-4000:]
-        assert lab.unit(D1, "vllm-pd-decode.service") == ("enabled", "active")
-        d1 = f"{lab.hosts[D1]['data_ip']}:8200"
-        assert json.loads(lab.run(P1, "cat /var/lib/vllm-pd/proxy-isolated.json").stdout)["isolated"] == {"decode": [d1]}
-        # the doctor names it: isolated while traffic goes on; once the proxy is idle at a pass it drops it (missing)
-        doctor = " ".join(inv.playbook("playbooks/doctor.yml", check=False).stdout.split())
-        assert (f"isolated by a rolling change P [] D ['{d1}']" in doctor
-                or f"missing P [] D ['{d1}']" in doctor), doctor[-3000:]
+        assert lab.unit(out[1], "vllm-pd-decode.service") == ("enabled", "active")
+        left_out = f"{lab.hosts[out[1]]['data_ip']}:8200"
+        assert json.loads(lab.run(P1, "cat /var/lib/vllm-pd/proxy-isolated.json").stdout)["isolated"] == {
+            "decode": [left_out]}
+        # the doctor names it: isolated while traffic goes on; once the proxy is idle at a pass it drops it
+        # (missing); the YAML callback doubles the quotes of a quoted message
+        doctor = " ".join(inv.playbook("playbooks/doctor.yml", check=False).stdout.split()).replace("''", "'")
+        assert (f"isolated by a rolling change P [] D ['{left_out}']" in doctor
+                or f"missing P [] D ['{left_out}']" in doctor), doctor[-3000:]
         r = inv.playbook("playbooks/deploy_pd.yml", *ROLLING)        # no traffic now
         assert members(lab) == all_members(lab)
         assert not lab.host(P1).file("/var/lib/vllm-pd/proxy-isolated.json").exists

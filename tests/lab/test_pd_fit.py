@@ -186,7 +186,17 @@ def test_dense_external_dp_runs_independent_instances_with_a_kv_port_each(fit):
 
 
 def test_dense_model_planned_as_moe_fails_naming_the_collision(fit):
+    # the dense ranks of the test before still run with DP size 1 each; planned as MoE, every engine's DP size
+    # becomes 2, which old and new engines cannot share while it rolls: refused before any change ...
+    before = engines(fit, P13) + engines(fit, D13)
     r = fit.playbook("playbooks/deploy_pd.yml", "--limit", "cluster_lab13", "-e", "vllm_pd_model_kind=moe", check=False)
+    text = " ".join(r.stdout.split())
+    assert r.returncode != 0 and "ChangeNotRollable: dp size change(s)" in text, r.stdout[-4000:]
+    assert "dp size on prefill: 1 -> 2; dp size on decode: 1 -> 2" in text, r.stdout[-4000:]
+    assert engines(fit, P13) + engines(fit, D13) == before
+    # ... and with the stop-the-cluster change allowed, the start runs into the collision the plan predicts
+    r = fit.playbook("playbooks/deploy_pd.yml", "--limit", "cluster_lab13", "-e", "vllm_pd_model_kind=moe",
+                     "-e", "vllm_pd_allow_downtime=true", check=False)
     try:
         assert r.returncode != 0, r.stdout[-4000:]
         assert "Address already in use" in r.stdout, r.stdout[-6000:]
