@@ -167,7 +167,9 @@ def build_app(engine, served_name, max_model_len):
     return app
 
 
-def serve(app, sock, host, port):
+def serve(app, sock, host, port, shutdown_timeout=0):
+    """Serve until SIGTERM; then, as vLLM's --shutdown-timeout [day2-ops §2a]: no new connection,
+    in-flight requests get SHUTDOWN_TIMEOUT seconds and are cut after (0: at once)."""
     import uvicorn
 
     _api_log.info("Starting vLLM server on http://%s:%d", host, port)
@@ -176,5 +178,5 @@ def serve(app, sock, host, port):
         methods = getattr(route, "methods", None)
         if methods:
             _route_log.info("Route: %s, Methods: %s", route.path, ", ".join(sorted(methods)))
-    config = uvicorn.Config(app, log_level="info", timeout_keep_alive=5)
+    config = uvicorn.Config(app, log_level="info", timeout_keep_alive=5, timeout_graceful_shutdown=shutdown_timeout)
     uvicorn.Server(config).run(sockets=[sock])

@@ -44,6 +44,9 @@ def _parser():
                  "--enable-log-requests", "--headless"):
         s.add_argument(flag, action="store_true")
     s.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
+    # vLLM >= 0.18 [day2-ops §2a]: on SIGTERM new requests are refused, in-flight ones get this long;
+    # 0 (the default) aborts them at once
+    s.add_argument("--shutdown-timeout", type=int, default=0)
     return p
 
 
@@ -69,7 +72,8 @@ def _fail(exc):
 
 def main(argv):
     logs.setup()
-    args = _parser().parse_args(argv)
+    # vLLM's parser prints every option for --help=all (plain --help prints groups since 0.10)
+    args = _parser().parse_args(["--help" if a == "--help=all" else a for a in argv])
     _log.info("vLLM API server version %s", VERSION)
     _log.info("non-default args: %s", {k: v for k, v in vars(args).items() if v not in (None, False)})
     env = dict(os.environ)
@@ -95,5 +99,5 @@ def main(argv):
         return _fail(e)
     _log.info("Supported tasks: %s", json.dumps(["generate"]))
     served = (args.served_model_name or [args.model])[0]
-    api.serve(api.build_app(engine, served, args.max_model_len or 4096), sock, host, args.port)
+    api.serve(api.build_app(engine, served, args.max_model_len or 4096), sock, host, args.port, args.shutdown_timeout)
     return 0

@@ -58,6 +58,8 @@ PORT_VARS = ("vllm_pd_kv_port", "prefill_kv_port", "vllm_pd_decode_kv_port", "de
 COUNT_VARS = ("vllm_pd_prefill_tp_size", "vllm_pd_decode_tp_size", "vllm_pd_prefill_dp_size",
               "vllm_pd_decode_dp_size", "vllm_pd_npu_count", "vllm_pd_abort_request_timeout",
               "vllm_pd_ready_timeout")
+# Whole numbers of seconds where 0 means "off".
+SECONDS_VARS = ("vllm_pd_shutdown_timeout", "prefill_shutdown_timeout", "decode_shutdown_timeout")
 # Lists of argv words that end up in a unit's ExecStart=.
 ARGV_LIST_VARS = ("vllm_pd_extra_args", "prefill_extra_args", "decode_extra_args",
                   "vllm_pd_container_run_options", "prefill_container_run_options",
@@ -78,7 +80,7 @@ VARIABLES = tuple(sorted(set(
      "prefill_runtime", "decode_runtime", "prefill_container_engine", "decode_container_engine",
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
      "vllm_pd_vllm_ascend_version", "vllm_pd_state", M.VARIABLE)
-    + PORT_VARS + COUNT_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
+    + PORT_VARS + COUNT_VARS + SECONDS_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
     + CONNECTION_VARS + tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS)))
 
 
@@ -295,6 +297,10 @@ def rule_numbers(view):
             elif var in PORT_VARS and n > 65535:
                 yield hfind(view, h, var, "%s=%d is outside the TCP ports 1-65535" % (var, n),
                             "choose a port below 65536")
+        for var in SECONDS_VARS:
+            if view.has(h, var) and as_int(view.get(h, var)) is None:
+                yield hfind(view, h, var, "%s=%s must be a whole number of seconds (0 turns it off)"
+                            % (var, show(view.get(h, var))), "write it as a whole number, e.g. %s: 60" % var)
 
 
 def rule_vllm_ascend_version(view):
@@ -378,6 +384,12 @@ def rule_argv_words(view):
                                     "world-readable" % var,
                                     "remove --api-key and put VLLM_API_KEY in vllm_pd_engine_env (vLLM reads "
                                     "it; the env file is mode 0600)")
+                        break
+                for word in v:
+                    if isinstance(word, str) and (word == "--shutdown-timeout" or word.startswith("--shutdown-timeout=")):
+                        yield hfind(view, h, var, "%s passes --shutdown-timeout, which the roles set themselves (only "
+                                    "where the installed vLLM has it, with systemd's stop timeout to match)" % var,
+                                    "remove it and set vllm_pd_shutdown_timeout (or prefill_/decode_shutdown_timeout)")
                         break
         for var in WORD_VARS + EXEC_VARS:
             if not view.has(h, var):

@@ -291,6 +291,16 @@ ROWS = [
     ('api_key_equals', dict(c=dict(vllm_pd_extra_args=['--api-key=sk-secret'])),
      Err('vllm_pd_extra_args', 'd', 'VLLM_API_KEY')),
     ('api_key_decode', dict(d=dict(decode_extra_args=['--api-key', 'k'])), Err('decode_extra_args', 'd', 'VLLM_API_KEY')),
+    # --- graceful shutdown: one variable sets the option and systemd's stop timeout together
+    ('shutdown_timeout_in_args', dict(c=dict(vllm_pd_extra_args=['--shutdown-timeout', '30'])),
+     Err('vllm_pd_extra_args', 'p', 'passes --shutdown-timeout', 'set vllm_pd_shutdown_timeout')),
+    ('shutdown_timeout_in_args_equals', dict(d=dict(decode_extra_args=['--shutdown-timeout=30'])),
+     Err('decode_extra_args', 'd', '--shutdown-timeout')),
+    ('shutdown_timeout_text', dict(d=dict(decode_shutdown_timeout='1m')),
+     Err('decode_shutdown_timeout', 'd', 'decode_shutdown_timeout=1m must be a whole number of seconds')),
+    ('shutdown_timeout_negative', dict(c=dict(vllm_pd_shutdown_timeout=-5)),
+     Err('vllm_pd_shutdown_timeout', 'p', 'whole number of seconds')),
+    ('shutdown_timeout_off', dict(c=dict(vllm_pd_shutdown_timeout=0)), Safe()),
     # --- types
     ('args_string', dict(c=dict(vllm_pd_extra_args='--enforce-eager')),
      Err('vllm_pd_extra_args', 'p', 'must be a list of argv words', 'YAML list')),

@@ -138,3 +138,30 @@ def test_a_release_that_is_no_version_is_an_inventory_error(tmp_path):
     assert [e['text'] for e in errors] == [
         'cluster c1, host p1: vllm_pd_vllm_ascend_version=latest is not a vllm-ascend release. '
         'Fix: write it as the release tag, e.g. v0.23.0 or v0.18.0rc1']
+
+
+@pytest.mark.parametrize('runtime, help_key, has_option, timeout, flag, stop_sec, stop_t', [
+    # the installed release lists --shutdown-timeout: passed, and systemd / docker wait that long first
+    ('container', 'docker run --rm quay.example/ascend/vllm-ascend:v1 vllm serve', True, 45, ['45'], '75', '65'),
+    ('systemd', 'vllm serve', True, 60, ['60'], '90', None),
+    # a release without it would refuse the unknown option: nothing passed, the stop timeouts as before
+    ('container', 'docker run --rm quay.example/ascend/vllm-ascend:v1 vllm serve', False, 45, [], '30', '20'),
+    # turned off: nothing passed, whatever the release has
+    ('systemd', 'vllm serve', True, 0, [], '30', None),
+])
+def test_shutdown_timeout_only_where_the_release_has_it(tmp_path, runtime, help_key, has_option, timeout, flag,
+                                                         stop_sec, stop_t):
+    engine = dict(ENGINE, engine_runtime=runtime, engine_shutdown_timeout=timeout, engine_extra_args=['--enforce-eager'],
+                  __engine_serve_options={help_key: has_option})
+    render(tmp_path, {'p1': dict(COMMON, render=True, **engine), 'd1': dict(COMMON)})
+    unit = tmp_path / 'p1-vllm-pd.service'
+    argv = shlex.split(unit_lines(unit, 'ExecStart')[0])
+    values = [argv[i + 1] for i, word in enumerate(argv) if word == '--shutdown-timeout']
+    assert values == flag
+    if flag:  # with the typed settings, before the operator's extra args
+        assert argv.index('--shutdown-timeout') < argv.index('--enforce-eager')
+    assert unit_lines(unit, 'TimeoutStopSec') == [stop_sec]
+    # graceful: SIGTERM to the API server alone, which ends its engine processes itself
+    assert unit_lines(unit, 'KillMode') == ['mixed' if flag else 'control-group']
+    if stop_t:
+        assert unit_lines(unit, 'ExecStop') == ['-docker stop -t %s vllm-pd-prefill' % stop_t]
