@@ -76,6 +76,11 @@ def test_container_runtime_end_to_end(clab):
         assert engine["State"]["Running"] and engine["ImageName"] == ENGINE_IMAGE, engine["ImageName"]
         env = clab.ssh(host, f"podman exec vllm-pd-{kind} printenv VLLM_HOST_IP HCCL_IF_IP GLOO_SOCKET_IFNAME").stdout
         assert env.split() == [clab.hosts[host]["data_ip"]] * 2 + ["data0"], env
+        # the image's vllm serve lists --shutdown-timeout: passed, and podman stop waits that long plus 20 s
+        cmd = engine["Config"]["Cmd"]
+        assert cmd[cmd.index("--shutdown-timeout") + 1] == "60", cmd
+        stop = clab.ssh(host, f"systemctl show -p ExecStop --value vllm-pd-{kind}.service").stdout
+        assert f"stop -t 80 vllm-pd-{kind}" in " ".join(stop.replace("argv[]=", "").split()), stop
 
     # A request through the proxy returns text, and D pulled the KV cache from P's container.
     clab.guard(p_ip)

@@ -142,15 +142,15 @@ def test_a_release_that_is_no_version_is_an_inventory_error(tmp_path):
 
 @pytest.mark.parametrize('runtime, help_key, has_option, timeout, flag, stop_sec, stop_t', [
     # the installed release lists --shutdown-timeout: passed, and systemd / docker wait that long first
-    ('container', 'docker run --rm quay.example/ascend/vllm-ascend:v1 vllm serve', True, 45, ['45'], '75', '65'),
+    ('container', 'docker run --rm --net=none quay.example/ascend/vllm-ascend:v1 vllm serve', True, 45, ['45'], '75', '65'),
     ('systemd', 'vllm serve', True, 60, ['60'], '90', None),
     # a release without it would refuse the unknown option: nothing passed, the stop timeouts as before
-    ('container', 'docker run --rm quay.example/ascend/vllm-ascend:v1 vllm serve', False, 45, [], '30', '20'),
+    ('container', 'docker run --rm --net=none quay.example/ascend/vllm-ascend:v1 vllm serve', False, 45, [], '30', '20'),
     # turned off: nothing passed, whatever the release has
     ('systemd', 'vllm serve', True, 0, [], '30', None),
 ])
 def test_shutdown_timeout_only_where_the_release_has_it(tmp_path, runtime, help_key, has_option, timeout, flag,
-                                                         stop_sec, stop_t):
+                                                        stop_sec, stop_t):
     engine = dict(ENGINE, engine_runtime=runtime, engine_shutdown_timeout=timeout, engine_extra_args=['--enforce-eager'],
                   __engine_serve_options={help_key: has_option})
     render(tmp_path, {'p1': dict(COMMON, render=True, **engine), 'd1': dict(COMMON)})
