@@ -108,15 +108,16 @@ def expand(pattern):
             if fnmatch.fnmatchcase(n, name) and (not n.startswith('.') or name.startswith('.'))]
 
 
-def _remove_tree_at(dir_fd, name):
+def _remove_at(dir_fd, name):
+    """Remove entry name of the directory dir_fd: a directory with everything in it (entered with
+    no-follow fds), anything else (a symlink itself too) unlinked."""
+    if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+        os.unlink(name, dir_fd=dir_fd)
+        return
     fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     try:
         for child in os.listdir(fd):
-            st = os.stat(child, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                _remove_tree_at(fd, child)
-            else:
-                os.unlink(child, dir_fd=fd)
+            _remove_at(fd, child)
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=dir_fd)
@@ -128,11 +129,7 @@ def remove_entry(path):
     base, name = os.path.split(path)
     fd = open_dir(base)
     try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if stat.S_ISDIR(st.st_mode):
-            _remove_tree_at(fd, name)
-        else:
-            os.unlink(name, dir_fd=fd)
+        _remove_at(fd, name)
     finally:
         os.close(fd)
 

@@ -117,3 +117,22 @@ def test_mapped_deleted_file_is_not_confused_with_new_file(area):
 
 def test_plan_nothing(area):
     assert R.plan([str(area / 'mooncake*')]) == ([], [])
+
+
+def test_remove_entry_removes_a_tree_but_never_what_a_symlink_in_it_points_to(tmp_path):
+    precious = tmp_path / 'precious'
+    (precious / 'deep').mkdir(parents=True)
+    (precious / 'deep' / 'data').write_text('keep')
+    tree = tmp_path / 'shm' / 'mooncake_dir'
+    (tree / 'a' / 'b').mkdir(parents=True)
+    (tree / 'a' / 'b' / 'seg').write_text('x')
+    (tree / 'top').write_text('y')
+    os.symlink(str(precious), str(tree / 'a' / 'to_precious'))
+    R.remove_entry(str(tree))
+    assert not tree.exists() and (tmp_path / 'shm').is_dir()
+    assert (precious / 'deep' / 'data').read_text() == 'keep'
+    # a symlink given as the entry goes, its target stays
+    link = tmp_path / 'shm' / 'mooncake_link'
+    os.symlink(str(precious), str(link))
+    R.remove_entry(str(link))
+    assert not os.path.lexists(str(link)) and (precious / 'deep' / 'data').read_text() == 'keep'
