@@ -1,0 +1,219 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vllm-ascend releases this collection knows, as data: one table, read by every role and module.
+
+Every fact in RELEASES is about that release's own source distribution (vllm-ascend, the vLLM it pins,
+the Mooncake it is built with) and is asserted against that source by tests/contract (fetched with
+scripts/fetch-upstream and cached). shared/docs/upstream-compat.md has the file and line of each.
+
+Versions compare as PEP 440 versions: ``0.23.0.post1`` is a 0.23.0 for the CANN check, ``v0.18.0`` and
+``0.18.0`` are the same release. The table is keyed by the exact release pip installs; a version that is
+not a key is looked up by its base release (``find``) only where a fact does not depend on the post
+release (the CANN it is built with).
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import re
+
+# PEP 440 subset that vllm-ascend and vLLM releases use: N.N[.N[.N]][{a,b,rc}N][.postN][.devN][+local]
+_PEP440 = re.compile(r'^v?(?P<release>\d+(?:\.\d+)*)'
+                     r'(?:[-_.]?(?P<pre>a|b|rc)(?P<pre_n>\d*))?'
+                     r'(?:[-_.]?post(?P<post>\d*))?'
+                     r'(?:[-_.]?dev(?P<dev>\d*))?'
+                     r'(?:\+(?P<local>[a-z0-9.]+))?$', re.IGNORECASE)
+_PRE_RANK = {'a': 0, 'b': 1, 'rc': 2}
+
+UNSUPPORTED_RELEASE = 'UnsupportedRelease'
+RELEASE_MISMATCH = 'ReleaseMismatch'
+
+# Metric names every supported release exports (vLLM v1/metrics/loggers.py); per release extras below.
+_METRICS_COMMON = (
+    'vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc',
+    'vllm:request_success_total', 'vllm:prompt_tokens_total', 'vllm:generation_tokens_total',
+    'vllm:time_to_first_token_seconds', 'vllm:inter_token_latency_seconds',
+    'vllm:e2e_request_latency_seconds',
+)
+_PROXY_PATH = 'examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py'
+_PROXY_FLAGS = ('--host', '--port', '--prefiller-hosts', '--prefiller-ports', '--decoder-hosts',
+                '--decoder-ports', '--max-retries', '--retry-delay')
+_PROXY_WAIT_FLAGS = ('--max-waiting-retries', '--waiting-retry-interval')
+_PROXY_ROUTES = ('/v1/completions', '/v1/chat/completions', '/healthcheck')
+_ADMIN_ROUTES = ('/instances/add', '/instances/remove')
+_KV_LINE_TOOK = ('KV cache transfer for request %s took %.2f ms. '
+                 'local_ip %s local_device_id %s remote_session_id %s')
+_KV_LINE_GROUPS = ('KV cache transfer for request %s took %.2f ms (%d groups, %d blocks). '
+                   'local_ip %s local_device_id %s remote_session_id %s')
+_MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
+_MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
+
+
+def _release(**facts):
+    base = dict(
+        connector='MooncakeConnectorV1',
+        proxy_path=_PROXY_PATH,
+        proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS,
+        proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES,
+        proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances'),
+        cli_lists_flags='--help=all',
+        kv_log_level='INFO',
+        metrics=_METRICS_COMMON,
+        # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
+        extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
+                           'decode.tp_size', 'decode.dp_size'),
+    )
+    base.update(facts)
+    return base
+
+
+# status: 'supported' - deployed and checked; 'refused' - UnsupportedRelease names `reason`.
+# port_terms: the parallel sizes in the side channel port formula (connector): DP stride tp*pp*pcp and the
+#   worker offset (pp_rank*pcp + pcp_rank)*tp + tp_rank; 'tp' alone = kv_port + dp_rank*tp + tp_rank.
+# pp_pcp: 'both' - pp and pcp may be combined; 'exclusive' - one of them > 1 at most; 'none' - neither.
+# proxy_remove: how the example proxy removes a member under load - 'taint_until_idle' (listed and tainted until
+#   its global request count is 0), 'taint_while_prefill' (same, but the count covers only the P phase),
+#   'immediate' (dropped and renumbered at once: in-flight requests of other members can fail).
+# proxy_readd: what an add of a listed, tainted member does - 'noop' (stays tainted), 'untaint'.
+# dense_dp_keeps_rank: whether each DP rank of a dense (non-MoE) model keeps its data_parallel_rank (so binds
+#   kv_port + rank*tp*pp*pcp as MoE does): True, False (vLLM resets it to 0), or the name of the engine
+#   environment variable that makes it True when set to 1.
+RELEASES = {
+    '0.23.0.post1': _release(
+        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
+        connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
+        proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
+        proxy_remove='taint_until_idle', proxy_readd='noop',
+        proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
+        shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
+        kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True),
+    '0.23.0': _release(
+        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
+        connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
+        proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
+        proxy_remove='taint_until_idle', proxy_readd='noop',
+        proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
+        shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
+        kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True),
+    '0.18.0': _release(
+        status='supported', vllm='0.18.0', mooncake='0.3.9', cann='8.5.1', python=('3.10', '3.12'),
+        connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='exclusive',
+        proxy_python='3.9', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
+        proxy_remove='taint_while_prefill', proxy_readd='untaint',
+        shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
+        kv_log=_KV_LINE_GROUPS, dense_dp_keeps_rank='VLLM_ASCEND_BALANCE_SCHEDULING'),
+    '0.13.0': _release(
+        status='refused',
+        reason='its example proxy removes a member at once and renumbers the rest, so requests in flight on '
+               'other members fail during any membership change, and it imports vLLM itself',
+        vllm='0.13.0', mooncake='0.3.7.post2', cann='8.5.0', python=('3.10', '3.12'),
+        connector_module=_MCV_OLD, port_terms=('tp', 'pp', 'pcp'), pp_pcp='exclusive',
+        proxy_python='3.8', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
+        proxy_remove='immediate', proxy_readd='add',
+        shutdown_timeout=False, abort_env='VLLM_NIXL_ABORT_REQUEST_TIMEOUT', abort_default=480,
+        kv_log=_KV_LINE_GROUPS, dense_dp_keeps_rank=True),
+    '0.11.0': _release(
+        status='refused',
+        reason='its example proxy has no /instances admin API and its connector has no pipeline or context '
+               'parallel terms in the port formula',
+        vllm='0.11.0', mooncake='0.3.7.post2', cann='8.3.RC2', python=('3.9', '3.12'),
+        connector_module=_MCV_OLD, port_terms=('tp',), pp_pcp='none',
+        proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES,
+        proxy_python='3.8', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
+        proxy_remove=None, proxy_readd=None,
+        shutdown_timeout=False, abort_env='VLLM_NIXL_ABORT_REQUEST_TIMEOUT', abort_default=120,
+        kv_log=_KV_LINE_GROUPS, dense_dp_keeps_rank=True),
+}
+# Release candidates: known CANN only (versioning_policy.md); refused, since no contract test reads them.
+RELEASE_CANDIDATES_CANN = {
+    '0.23.0rc1': '9.0.1',
+    '0.22.1rc1': '9.0.0',
+    '0.21.0rc1': '9.0.0',
+    '0.20.2rc1': '9.0.0',
+    '0.19.1rc1': '8.5.1',
+}
+
+
+def parse_version(text):
+    """PEP 440 sort key of TEXT ('v' prefix allowed): (release tuple padded to 4, pre, post, dev).
+
+    ValueError if TEXT is not a version."""
+    m = _PEP440.match(str(text).strip())
+    if not m:
+        raise ValueError('%r is not a release version (e.g. 0.23.0.post1 or v0.18.0)' % (text,))
+    release = tuple(int(p) for p in m.group('release').split('.'))
+    release = (release + (0, 0, 0, 0))[:4]
+    dev = m.group('dev')
+    pre = m.group('pre')
+    post = m.group('post')
+    # a dev release sorts before its pre and final release; a pre before the final
+    pre_key = (_PRE_RANK[pre.lower()], int(m.group('pre_n') or 0)) if pre else ((-1, 0) if dev is not None
+                                                                              and post is None else (3, 0))
+    post_key = int(post or 0) if post is not None else -1
+    dev_key = int(dev or 0) if dev is not None else float('inf')
+    return (release, pre_key, post_key, dev_key)
+
+
+def normalize(text):
+    """Canonical spelling: 'v0.18.0' -> '0.18.0', '0.23.0-post1' -> '0.23.0.post1'."""
+    m = _PEP440.match(str(text).strip())
+    if not m:
+        raise ValueError('%r is not a release version (e.g. 0.23.0.post1 or v0.18.0)' % (text,))
+    out = '.'.join(str(int(p)) for p in m.group('release').split('.'))
+    if m.group('pre'):
+        out += m.group('pre').lower() + str(int(m.group('pre_n') or 0))
+    if m.group('post') is not None:
+        out += '.post' + str(int(m.group('post') or 0))
+    if m.group('dev') is not None:
+        out += '.dev' + str(int(m.group('dev') or 0))
+    return out
+
+
+def base_release(text):
+    """The final release TEXT belongs to: '0.23.0.post1' -> '0.23.0' (pre releases keep their tag)."""
+    m = _PEP440.match(str(text).strip())
+    if not m:
+        raise ValueError('%r is not a release version (e.g. 0.23.0.post1 or v0.18.0)' % (text,))
+    out = '.'.join(str(int(p)) for p in m.group('release').split('.'))
+    if m.group('pre'):
+        out += m.group('pre').lower() + str(int(m.group('pre_n') or 0))
+    return out
+
+
+def find(version):
+    """The table entry of VERSION (exact release first, else its base release), or None."""
+    key = normalize(version)
+    if key in RELEASES:
+        return RELEASES[key]
+    return RELEASES.get(base_release(key))
+
+
+def supported_versions():
+    """The supported releases, newest first."""
+    return sorted((v for v, r in RELEASES.items() if r['status'] == 'supported'), key=parse_version, reverse=True)
+
+
+def cann_for(version):
+    """The CANN VERSION is built with (None when the table does not know it)."""
+    entry = find(version)
+    if entry:
+        return entry['cann']
+    return RELEASE_CANDIDATES_CANN.get(base_release(normalize(version)))
+
+
+def support_problem(version):
+    """None when VERSION is a supported release, else why not (one sentence, with the fix)."""
+    try:
+        key = normalize(version)
+    except ValueError as exc:
+        return '%s. Fix: give the version that `pip show vllm-ascend` prints' % exc
+    entry = RELEASES.get(key)
+    supported = ', '.join(supported_versions())
+    if entry is None:
+        return ('vllm-ascend %s is not a release this collection was checked against (supported: %s). Fix: install '
+                'one of them, or add the release to plugins/module_utils/common/releases.py with its contract tests'
+                % (key, supported))
+    if entry['status'] != 'supported':
+        return 'vllm-ascend %s is refused: %s. Fix: install one of %s' % (key, entry['reason'], supported)
+    return None
