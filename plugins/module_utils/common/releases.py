@@ -53,6 +53,8 @@ _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 def _release(**facts):
     base = dict(
         connector='MooncakeConnectorV1',
+        # the mooncake-transfer-engine-non-cuda wheel the release's image installs (None: built from source)
+        mooncake_wheel=None,
         proxy_path=_PROXY_PATH,
         proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS,
         proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES,
@@ -81,7 +83,7 @@ def _release(**facts):
 #   environment variable that makes it True when set to 1.
 RELEASES = {
     '0.23.0.post1': _release(
-        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
+        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', mooncake_wheel='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
         connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
         proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
         proxy_remove='taint_until_idle', proxy_readd='noop',
@@ -89,7 +91,7 @@ RELEASES = {
         shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
         kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True),
     '0.23.0': _release(
-        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
+        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', mooncake_wheel='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
         connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
         proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
         proxy_remove='taint_until_idle', proxy_readd='noop',
