@@ -53,7 +53,8 @@ _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 def _release(**facts):
     base = dict(
         connector='MooncakeConnectorV1',
-        # the mooncake-transfer-engine-non-cuda wheel the release's image installs (None: built from source)
+        # the version of the Mooncake wheel the release's image installs (None: built from source); its
+        # mooncake-transfer-engine-non-cuda build (same Python code) is what scripts/fetch-upstream reads
         mooncake_wheel=None,
         proxy_path=_PROXY_PATH,
         proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS,
@@ -64,7 +65,9 @@ def _release(**facts):
         metrics=_METRICS_COMMON,
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
-                           'decode.tp_size', 'decode.dp_size'),
+                           'decode.tp_size', 'decode.dp_size', 'decode.pp_size'),
+        # keys of the `vllm bench serve` result file (benchmarks/serve.py) the benchmark reads that it lacks
+        bench_result_missing=(),
     )
     base.update(facts)
     return base
@@ -83,18 +86,22 @@ def _release(**facts):
 #   environment variable that makes it True when set to 1.
 RELEASES = {
     '0.23.0.post1': _release(
-        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', mooncake_wheel='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
+        status='supported', vllm='0.23.0', mooncake='0.3.11.post1', mooncake_wheel='0.3.11.post1', cann='9.1.0', python=('3.10', '3.13'),
         connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
         proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
         proxy_remove='taint_until_idle', proxy_readd='noop',
+        proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS + ('--workers', '--log-level'),
+        proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES + ('/reset_prefix_cache',),
         proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
         shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
         kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True),
     '0.23.0': _release(
-        status='supported', vllm='0.23.0', mooncake='0.3.13.post1', mooncake_wheel='0.3.13.post1', cann='9.1.0', python=('3.10', '3.12'),
+        status='supported', vllm='0.23.0', mooncake='0.3.11.post1', mooncake_wheel='0.3.11.post1', cann='9.1.0', python=('3.10', '3.13'),
         connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
         proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
         proxy_remove='taint_until_idle', proxy_readd='noop',
+        proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS + ('--workers', '--log-level'),
+        proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES + ('/reset_prefix_cache',),
         proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
         shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
         kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True),
@@ -122,6 +129,8 @@ RELEASES = {
         vllm='0.11.0', mooncake='0.3.7.post2', cann='8.3.RC2', python=('3.9', '3.12'),
         connector_module=_MCV_OLD, port_terms=('tp',), pp_pcp='none',
         proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES,
+        extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'decode.tp_size', 'decode.dp_size', 'use_ascend_direct'),
+        bench_result_missing=('failed',),
         proxy_python='3.8', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
         proxy_remove=None, proxy_readd=None,
         shutdown_timeout=False, abort_env='VLLM_NIXL_ABORT_REQUEST_TIMEOUT', abort_default=120,

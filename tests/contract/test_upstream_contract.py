@@ -1,0 +1,602 @@
+"""Contracts between the collection, its release table and the real upstream source of each release.
+
+One test id per release of plugins/module_utils/common/releases.py (supported and refused: for a refused
+release the table's facts are asserted too, which documents why it is refused). The sources come from
+scripts/fetch-upstream's cache (conftest.py); nothing upstream is imported, it is read with `ast`, and the
+few pieces of pure-argparse code are executed on their own.
+"""
+import ast
+import contextlib
+import inspect
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import upstream_code as uc
+from conftest import ROOT, upstream_tree
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
+from ansible_collections.vllm_pd.ascend.plugins.filter import pd_instances
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import port_group as pg
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_kv, bench_vllm
+
+ENV_NAME = r'[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+'
+FLAG_WORD = re.compile(r"""['"](--[a-z][a-z0-9-]*)['"]""")
+# Variables the collection sets for the engine that are read by native code, not by vLLM/vllm-ascend Python:
+# the name and why it is valid. Mooncake's are also looked up in the Mooncake wheel's engine.so where the
+# release pins a wheel.
+NATIVE_ENV = {
+    'HCCL_IF_IP': 'CANN HCCL: the address HCCL communicates on',
+    'HCCL_SOCKET_IFNAME': 'CANN HCCL: the interface of its socket connections',
+    'HCCL_IF_BASE_PORT': 'CANN HCCL: the first of its listen ports',
+    'HCCL_RDMA_TIMEOUT': 'CANN HCCL: RDMA retransmission timeout exponent',
+    'HCCL_RDMA_RETRY_CNT': 'CANN HCCL: RDMA retransmissions',
+    'ASCEND_RT_VISIBLE_DEVICES': 'CANN runtime: the NPUs the process sees',
+    'ASCEND_BASE_PORT': "Mooncake's Ascend transport (C++, built with USE_ASCEND): the first ADXL port",
+    'GLOO_SOCKET_IFNAME': 'torch.distributed gloo: the interface of its sockets',
+    'TP_SOCKET_IFNAME': 'torch TensorPipe RPC: the interface of its sockets',
+}
+MOONCAKE_ENV = {
+    'MC_MIN_RPC_PORT': 'Mooncake transfer engine: the low end of its RPC port range',
+    'MC_MAX_RPC_PORT': 'Mooncake transfer engine: the high end of its RPC port range',
+}
+KV_LINE_HEAD = 'KV cache transfer for request'
+
+
+def _collection(path):
+    return (ROOT / path).read_text(encoding='utf-8')
+
+
+def _py_text(tree_root, *subdirs):
+    """All Python source of SUBDIRS under TREE_ROOT, one string (cached per tree)."""
+    key = (str(tree_root), subdirs)
+    if key not in _TEXT:
+        _TEXT[key] = '\n'.join(p.read_text(encoding='utf-8', errors='replace')
+                               for d in subdirs for p in sorted((Path(tree_root) / d).rglob('*.py')))
+    return _TEXT[key]
+
+
+_TEXT = {}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a. flags: vllm serve and vllm bench serve
+
+def collection_serve_flags():
+    """Every `vllm serve` option the collection can render, from the code that renders them."""
+    engine_vars = yaml.safe_load(_collection('roles/engine/vars/main.yml'))
+    flags, seen, todo = set(), set(), ['__engine_command']
+    while todo:  # __engine_command and the argv pieces (*_args) it names, transitively
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        text = json.dumps(engine_vars[name])
+        if name == '__engine_command' or name.endswith('_args'):
+            flags.update(FLAG_WORD.findall(text.replace('\\"', "'")))
+        todo += [n for n in re.findall(r'__engine_\w+', text) if n in engine_vars]
+    typed = {}
+    for name, _flag, kind in pd_consistency.SETTINGS:
+        typed[name] = {'int': 1, 'json': {'method': 'x'}}.get(kind, 'x')
+    flags.update(w for w in pd_consistency.setting_args(typed) if w.startswith('--'))
+    for instance in pd_instances.engine_instances('prefill', 2, 4, [1, 2], 8100, None, 'h', 'systemd', 'podman', '',
+                                                  30000, 'moe'):
+        flags.update(w for w in instance['dp_args'] if w.startswith('--'))
+    return flags
+
+
+def serve_flags(up):
+    cli = [p for p in (up.vl / 'vllm' / 'entrypoints').rglob('cli_args.py')]
+    return uc.add_argument_flags(up.vl / 'vllm' / 'engine' / 'arg_utils.py', *cli)
+
+
+def test_serve_flags(upstream):
+    flags = serve_flags(upstream)
+    assert len(flags) > 100, 'too few vllm serve options found: the parser moved (%d)' % len(flags)
+    assert ('--shutdown-timeout' in flags) == upstream.entry['shutdown_timeout'], (
+        'table shutdown_timeout=%s, but vLLM %s %s --shutdown-timeout' % (
+            upstream.entry['shutdown_timeout'], upstream.entry['vllm'], 'has' if '--shutdown-timeout' in flags else 'lacks'))
+    rendered = collection_serve_flags()
+    # install.yml passes --shutdown-timeout only when the installed `vllm serve` lists it
+    if not upstream.entry['shutdown_timeout']:
+        rendered.discard('--shutdown-timeout')
+    assert sorted(rendered - flags) == []
+
+
+def collection_bench_flags():
+    """The options the benchmark always passes to `vllm bench serve` (the others only when listed)."""
+    spec = dict(host='h', port=1, endpoint='/v1/completions', model='m', input_len=1, output_len=1, count=1, rate=1,
+                concurrency=2)
+    return {w for w in bench_vllm.argv('vllm', spec, set(), 'd', 'f') if w.startswith('--')} | set(bench_vllm.REQUIRED_FLAGS)
+
+
+def test_bench_flags(upstream):
+    flags = uc.add_argument_flags(*sorted((upstream.vl / 'vllm' / 'benchmarks').rglob('*.py')))
+    assert sorted(collection_bench_flags() - flags) == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# b. plain --help vs --help=all
+
+def _help(namespace, argv):
+    parser_class = namespace['FlexibleArgumentParser']
+    parser_class._search_keyword = None
+    top = parser_class(prog='vllm')
+    leaf = top.add_subparsers(dest='subcommand').add_parser('serve', usage='vllm serve [options]')
+    group = leaf.add_argument_group('ParallelConfig', 'Parallel settings')
+    group.add_argument('--contract-probe-flag', type=int, default=1, help='probe')
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        top.parse_args(['serve'] + argv)
+    parser_class._search_keyword = None
+    return out.getvalue()
+
+
+def test_help_lists_flags(upstream):
+    path = uc.module_of_class(upstream.vl / 'vllm' / 'utils', 'FlexibleArgumentParser')
+    assert path, 'no FlexibleArgumentParser in vLLM %s vllm/utils' % upstream.entry['vllm']
+    namespace = uc.load_classes(path, ['FlexibleArgumentParser'])
+    lists = [a for a in ('--help', '--help=all') if '--contract-probe-flag' in _help(namespace, [a])]
+    assert lists, 'neither --help nor --help=all lists the options'
+    assert lists[0] == upstream.entry['cli_lists_flags']
+
+
+# ---------------------------------------------------------------------------------------------------------
+# c. environment
+
+def collection_engine_env(version):
+    """The variables the collection sets or reads for the engine: the env file template's, and the names
+    in the engine-env rules, the preflight's port rules, the start guard and the doctor."""
+    names = set(re.findall(r'^(%s)=' % ENV_NAME, _collection('roles/engine/templates/vllm-pd.env.j2'), re.M))
+    for path in ['plugins/module_utils/inventory/engine_env.py', 'plugins/module_utils/inventory/inventory_rules.py',
+                 'plugins/module_utils/ports/port_free.py', 'plugins/module_utils/guard/start_guard.py'] + sorted(
+                     str(p.relative_to(ROOT)) for p in (ROOT / 'plugins/module_utils/doctor').glob('doctor_*.py')):
+        names |= uc.str_constants(uc.parse(ROOT / path), ENV_NAME)
+    # the abort name of the other releases is not written for this one (the template asks engine_env)
+    other = {engine_env.ABORT_MOONCAKE, engine_env.ABORT_NIXL} - set(engine_env.abort_timeout_names(version))
+    return names - other
+
+
+def _quoted(name, text):
+    return re.search(r'''["']%s["']''' % re.escape(name), text) is not None
+
+
+def test_engine_env(upstream):
+    vl_text = _py_text(upstream.vl, 'vllm')
+    va_text = _py_text(upstream.va, 'vllm_ascend')
+    engine_so = (upstream.mc / 'mooncake' / 'engine.so').read_bytes() if upstream.mc else None
+    unread = []
+    for name in sorted(collection_engine_env(upstream.version)):
+        if _quoted(name, vl_text) or _quoted(name, va_text):
+            continue
+        if name in MOONCAKE_ENV and (engine_so is None or name.encode() in engine_so):
+            continue
+        if name in NATIVE_ENV:
+            continue
+        unread.append(name)
+    assert unread == [], 'read by neither vLLM %s nor vllm-ascend %s nor listed as a CANN/torch/Mooncake variable' % (
+        upstream.entry['vllm'], upstream.version)
+
+
+def test_abort_env(upstream):
+    tree = uc.parse(upstream.connector)
+    read = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and 'expired' in fn.name:
+            read |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                     and n.value.id == 'envs'}
+    assert read == {upstream.entry['abort_env']}
+    assert engine_env.abort_timeout_names(upstream.version) == [upstream.entry['abort_env']]
+    envs_py = (upstream.vl / 'vllm' / 'envs.py').read_text(encoding='utf-8')
+    default = re.search(r'''["']%s["']\s*:\s*lambda:\s*int\(\s*os\.getenv\(\s*["']%s["']\s*,\s*["'](\d+)["']'''
+                        % ((re.escape(upstream.entry['abort_env']),) * 2), envs_py)
+    assert default, '%s is not defined in vLLM %s envs.py' % (upstream.entry['abort_env'], upstream.entry['vllm'])
+    assert int(default.group(1)) == upstream.entry['abort_default']
+
+
+# ---------------------------------------------------------------------------------------------------------
+# d. kv-transfer-config keys
+
+def collection_kv_config():
+    """(top-level keys, extra-config keys 'side.key') of the kv-transfer-config the engine role renders."""
+    engine_vars = yaml.safe_load(_collection('roles/engine/vars/main.yml'))
+    top = set(engine_vars['__engine_kv_transfer_config'])
+    extra = {'%s.%s' % (side, key) for side, keys in engine_vars['__engine_parallel'].items() for key in keys}
+    return top, extra
+
+
+def connector_extra_keys(tree):
+    """The kv_connector_extra_config keys the connector reads: get_from_extra_config('K') and, for a
+    section assigned from it, section['k'], section.get('k'), 'k' in section(.keys())."""
+    sections, keys = {}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and uc.call_name(node.value) == 'get_from_extra_config':
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            name = getattr(target, 'id', None) or getattr(target, 'attr', None)
+            sections[name] = node.value.args[0].value
+    for node in ast.walk(tree):
+        if uc.call_name(node) == 'get_from_extra_config':
+            key = node.args[0].value
+            if key not in sections.values():
+                keys.add(key)
+
+    def section_of(expr):
+        if isinstance(expr, ast.Call) and uc.call_name(expr) == 'keys':
+            expr = expr.func.value
+        name = getattr(expr, 'id', None) or getattr(expr, 'attr', None)
+        return sections.get(name) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and section_of(node.value) and isinstance(node.slice, ast.Constant):
+            keys.add('%s.%s' % (section_of(node.value), node.slice.value))
+        elif (uc.call_name(node) == 'get' and isinstance(node.func, ast.Attribute) and section_of(node.func.value)
+              and node.args and isinstance(node.args[0], ast.Constant)):
+            keys.add('%s.%s' % (section_of(node.func.value), node.args[0].value))
+        elif (isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In) and isinstance(node.left, ast.Constant)
+              and section_of(node.comparators[0])):
+            keys.add('%s.%s' % (section_of(node.comparators[0]), node.left.value))
+    return keys
+
+
+def test_kv_transfer_config(upstream):
+    read = connector_extra_keys(uc.parse(upstream.connector))
+    assert sorted(upstream.entry['extra_config_keys']) == sorted(read)
+    top, extra = collection_kv_config()
+    assert sorted(extra - read) == [], 'rendered extra-config keys the connector does not read'
+    kv_config = next((upstream.vl / 'vllm').rglob('kv_transfer.py'), None)
+    fields = set()
+    for cls in ast.walk(uc.parse(kv_config)):
+        if isinstance(cls, ast.ClassDef) and cls.name == 'KVTransferConfig':
+            fields = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)}
+    assert sorted(top - fields) == [], 'rendered kv-transfer-config keys vLLM %s does not have' % upstream.entry['vllm']
+    # the connector name is registered with the module the table names
+    registry = _py_text(upstream.va, 'vllm_ascend/distributed')
+    assert re.search(r'''["']%s["'],\s*["']%s["']''' % (upstream.entry['connector'], re.escape(upstream.entry['connector_module'])),
+                     registry), 'connector %s is not registered as %s' % (upstream.entry['connector'], upstream.entry['connector_module'])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# e. the port formula
+
+def connector_port_exprs(tree):
+    """(side_channel_port expressions of scheduler and worker, the sender's bind offsets, the worker's)."""
+    sides, sender, worker = [], [], []
+    classes = {c.name: c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
+
+    def offsets(cls, target):
+        out = []
+        for fn in ast.walk(cls):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            local = {}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                    local[node.targets[0].id] = node.value
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add)
+                        and uc.is_self_attr(node.value.left, 'side_channel_port')
+                        and target(node.targets[0])):
+                    rhs = node.value.right
+                    out.append(local[rhs.id] if isinstance(rhs, ast.Name) and rhs.id in local else rhs)
+        return out
+
+    for name, cls in classes.items():
+        for node in ast.walk(cls):
+            if (isinstance(node, ast.Assign) and uc.is_self_attr(node.targets[0], 'side_channel_port')
+                    and not isinstance(node.value, ast.Name)):
+                sides.append(node.value)
+        if name.startswith('KVCacheSendingThread') or name == 'KVCacheStoreSendingThread':
+            sender += offsets(cls, lambda t: isinstance(t, ast.Name) and t.id == 'handshake_port')
+        if name.endswith('Worker'):
+            worker += offsets(cls, lambda t: uc.is_self_attr(t, 'handshake_port'))
+    return sides, sender, worker
+
+
+def upstream_ports(exprs, kv_port, tp, pp, pcp, dp_rank):
+    """The ports a producer's DP rank binds per the connector, as a list (one per worker)."""
+    sides, sender, _worker = exprs
+    vllm_config = uc.Strict('vllm_config',
+                            kv_transfer_config=uc.Strict('kv_transfer_config', kv_port=kv_port),
+                            parallel_config=uc.Strict('parallel_config', data_parallel_rank=dp_rank, tensor_parallel_size=tp,
+                                                      pipeline_parallel_size=pp, data_parallel_size=4,
+                                                      prefill_context_parallel_size=pcp))
+    out = []
+    side_values = {uc.evaluate(e, {'vllm_config': vllm_config, 'self': uc.Strict('self', pcp_size=pcp, pp_size=pp,
+                                                                                 tp_size=tp)}) for e in sides}
+    assert len(side_values) == 1, 'scheduler and worker disagree on side_channel_port: %s' % sorted(side_values)
+    side = side_values.pop()
+    for pp_rank in range(pp):
+        for pcp_rank in range(pcp):
+            for tp_rank in range(tp):
+                me = uc.Strict('self', pp_rank=pp_rank, pcp_rank=pcp_rank, tp_rank=tp_rank, tp_size=tp, pp_size=pp,
+                               pcp_size=pcp, prefill_tp_size=tp, _prefill_tp_size=tp)
+                values = {uc.evaluate(e, {'self': me}) for e in sender}
+                assert len(values) == 1, 'the sender binds differently in its two places: %s' % sorted(values)
+                out.append(side + values.pop())
+    return out
+
+
+def _reads(exprs, **sizes):
+    base = dict(kv_port=30000, tp=2, pp=1, pcp=1, dp_rank=1)
+    changed = dict(base, **sizes)
+    return set(upstream_ports(exprs, **base)) != set(upstream_ports(exprs, **changed))
+
+
+def _collection_group(kv_port, tp, pp, pcp, dp_rank):
+    params = inspect.signature(pg.port_group).parameters
+    if 'pp_size' not in params or 'pcp_size' not in params:
+        if pp * pcp > 1:
+            pytest.xfail('pp/pcp not threaded yet')
+        return pg.port_group(kv_port, tp_size=tp, dp_rank_start=dp_rank, dp_size_local=1)
+    return pg.port_group(kv_port, tp_size=tp, pp_size=pp, pcp_size=pcp, dp_rank_start=dp_rank, dp_size_local=1)
+
+
+def test_port_formula(upstream):
+    tree = uc.parse(upstream.connector)
+    exprs = connector_port_exprs(tree)
+    sides, sender, worker = exprs
+    assert len(sides) >= 2 and sender and worker, 'side_channel_port/handshake_port expressions not found'
+    entry = upstream.entry
+    # which sizes the formula reads, and whether pp and pcp may be combined, are the table's facts
+    assert [t for t in ('pp', 'pcp') if _reads(exprs, **{t: 2})] == [t for t in entry['port_terms'] if t != 'tp']
+    if entry['pp_pcp'] != 'none':
+        both = upstream_ports(exprs, 30000, 2, 2, 2, 0)
+        assert ('both' if len(set(both)) == len(both) else 'exclusive') == entry['pp_pcp']
+    sizes = [(pp, pcp) for pp in (1, 2) if pp == 1 or 'pp' in entry['port_terms']
+             for pcp in (1, 2) if pcp == 1 or 'pcp' in entry['port_terms']]
+    if entry['pp_pcp'] != 'both':
+        sizes = [(pp, pcp) for pp, pcp in sizes if pp == 1 or pcp == 1]
+    kv_port = 30000
+    for tp in range(1, 9):
+        plan = pd_instances.engine_instances('prefill', tp, 4, [], 8100, None, 'h', 'systemd', 'podman', '', kv_port, 'moe')
+        assert sorted(pd_instances.group_ports(plan[0])) == sorted(
+            p for r in range(4) for p in upstream_ports(exprs, kv_port, tp, 1, 1, r))
+        for dp_rank in range(4):
+            ext = pd_instances.engine_instances('prefill', tp, 4, [dp_rank], 8100, None, 'h', 'systemd', 'podman', '',
+                                                kv_port, 'moe')[0]
+            assert sorted(pd_instances.group_ports(ext)) == sorted(upstream_ports(exprs, kv_port, tp, 1, 1, dp_rank))
+            for pp, pcp in sizes:
+                want = upstream_ports(exprs, kv_port, tp, pp, pcp, dp_rank)
+                assert sorted(_collection_group(kv_port, tp, pp, pcp, dp_rank)) == sorted(want), (tp, pp, pcp, dp_rank)
+                # the worker's own handshake port is one of its sender's
+                me = uc.Strict('self', pp_rank=pp - 1, pcp_rank=pcp - 1, tp_rank=tp - 1, tp_size=tp, pp_size=pp,
+                               pcp_size=pcp, prefill_tp_size=tp, _prefill_tp_size=tp)
+                assert {uc.evaluate(e, {'self': me}) for e in worker} <= {w - want[0] for w in want}
+
+
+def test_only_producer_binds(upstream):
+    tree = uc.parse(upstream.connector)
+    up = uc.parents(tree)
+    guards = []
+    for node in ast.walk(tree):
+        if uc.call_name(node) and uc.call_name(node).startswith('KVCacheSendingThread') and isinstance(node.func, ast.Name):
+            parent = up.get(node)
+            while parent is not None and not isinstance(parent, (ast.If, ast.IfExp)):
+                parent = up.get(parent)
+            guards.append(ast.unparse(parent.test) if parent is not None else None)
+    assert guards and all(re.fullmatch(r'''self\.kv_role == ['"]kv_producer['"]''', g or '') for g in guards), guards
+    roles = {}
+    for kind in ('prefill', 'decode'):
+        roles[kind] = re.search(r'engine_kv_role: (\S+)', _collection('roles/%s/tasks/main.yml' % kind)).group(1)
+    assert roles == {'prefill': 'kv_producer', 'decode': 'kv_consumer'}
+    # the start guard and the preflight check a group for the producer only
+    assert re.search(r"if engine_kind == 'prefill' else None", _collection('roles/engine/vars/main.yml'))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# f. the KV transfer log line
+
+# a sample value per conversion, by the word before it (or, for '(%d groups, %d blocks)', after it)
+_BEFORE = {'request': 'cmpl-3f2a-0-1a2b3c4d', 'took': 12.5, 'local_ip': '10.0.0.2', 'local_device_id': 3,
+           'remote_session_id': '10.0.0.1:15123'}
+_AFTER = {'groups': 2, 'blocks': 7}
+
+
+def _sample(fmt, match):
+    before = fmt[:match.start()].split()
+    after = re.findall(r'\w+', fmt[match.end():])
+    if before and before[-1] in _BEFORE:
+        return _BEFORE[before[-1]]
+    if after and after[0] in _AFTER:
+        return _AFTER[after[0]]
+    raise AssertionError('no sample value for %s at %d of %r: extend _BEFORE/_AFTER' % (match.group(0), match.start(), fmt))
+
+
+def test_kv_log_line(upstream):
+    found = []
+    for node in ast.walk(uc.parse(upstream.connector)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                and node.args[0].value.startswith(KV_LINE_HEAD)):
+            found.append((node.func.attr.upper(), node.args[0].value))
+    assert len(found) == 1, found
+    level, fmt = found[0]
+    assert fmt == upstream.entry['kv_log']
+    assert level == upstream.entry['kv_log_level']
+    values = tuple(_sample(fmt, m) for m in re.finditer(r'%[.0-9]*[sdf]', fmt))
+    line = 'INFO 12-05 10:00:00 [mooncake_connector.py:1] ' + (fmt % values)
+    parsed = bench_kv.parse_line(line)
+    assert parsed is not None, 'bench_kv.parse_line does not parse %r' % line
+    assert (parsed['request'], parsed['ms'], parsed['local_ip'], parsed['remote_address'], parsed['remote_port']) == (
+        'cmpl-3f2a-0-1a2b3c4d', 12.5, '10.0.0.2', '10.0.0.1', '15123')
+
+
+# ---------------------------------------------------------------------------------------------------------
+# g. metrics
+
+def collection_metrics():
+    """{name: where} of every vllm: metric the dashboard queries, the doctor and the probes read; and the
+    doctor's fallback chains (a tuple of names of which the first one exported is read)."""
+    used, chains = {}, []
+    for path in sorted((ROOT / 'docs' / 'grafana').glob('*.json')):
+        def walk(node):
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    if k == 'expr' and isinstance(v, str):
+                        for name in re.findall(r'vllm:[a-z0-9_]+', v):
+                            used.setdefault(name, path.name)
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+        walk(json.loads(path.read_text(encoding='utf-8')))
+    doctor = uc.parse(ROOT / 'plugins/module_utils/doctor/doctor_metrics.py')
+    for path in [ROOT / 'plugins/module_utils/doctor/doctor_metrics.py'] + sorted(ROOT.glob('roles/*/files/probe_*.py')):
+        for name in uc.str_constants(uc.parse(path), r'vllm:[a-z0-9_]+'):
+            used.setdefault(name, path.name)
+    for node in ast.walk(doctor):
+        if isinstance(node, ast.Tuple):
+            names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                     and e.value.startswith('vllm:')]
+            if len(names) > 1:
+                chains.append(names)
+    return used, chains
+
+
+def _base(name):
+    return re.sub(r'_(total|bucket|sum|count|created)$', '', name)
+
+
+def test_metrics(upstream):
+    loggers = uc.parse(upstream.vl / 'vllm' / 'v1' / 'metrics' / 'loggers.py')
+    exported = {_base(n) for n in uc.str_constants(loggers, r'vllm:[a-z0-9_]+')}
+    assert sorted(n for n in upstream.entry['metrics'] if _base(n) not in exported) == []
+    used, chains = collection_metrics()
+    for chain in chains:
+        assert any(_base(n) in exported for n in chain), 'no name of the fallback chain %s is exported' % chain
+    fallbacks = {n for chain in chains for n in chain}
+    missing = sorted('%s (%s)' % (n, where) for n, where in used.items() if _base(n) not in exported and n not in fallbacks)
+    assert missing == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# h. the example proxy
+
+def proxy_facts(path):
+    tree = uc.parse(path)
+    flags = uc.add_argument_flags(path)
+    routes, health = set(), None
+    imports = set()
+    up = uc.parents(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in node.decorator_list:
+                if (isinstance(dec, ast.Call) and uc.call_name(dec) in ('get', 'post', 'put', 'delete', 'api_route')
+                        and dec.args and isinstance(dec.args[0], ast.Constant)):
+                    routes.add(dec.args[0].value)
+                    if dec.args[0].value == '/healthcheck':
+                        health = node
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            parent = up.get(node)
+            optional = isinstance(parent, ast.Try) and any(
+                getattr(h.type, 'id', None) in ('ImportError', 'ModuleNotFoundError') for h in parent.handlers)
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            for mod in mods:
+                top = mod.split('.')[0]
+                if not optional and top not in sys.stdlib_module_names:
+                    imports.add(mod if top == 'vllm' else top)
+    # the dict the /healthcheck handler returns, or the dict of the function it returns the call of
+    functions = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    keys, todo = set(), [health] if health else []
+    while todo:
+        for node in ast.walk(todo.pop()):
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
+                keys |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+            elif isinstance(node, ast.Return) and uc.call_name(node.value) in functions:
+                todo.append(functions[uc.call_name(node.value)])
+    return flags, routes, keys, imports
+
+
+def test_example_proxy(upstream):
+    entry = upstream.entry
+    flags, routes, keys, imports = proxy_facts(upstream.proxy)
+    assert sorted(flags - {'-h', '--help'}) == sorted(entry['proxy_flags'])
+    assert sorted(routes) == sorted(entry['proxy_routes'])
+    assert sorted(keys) == sorted(entry['proxy_healthcheck_keys'])
+    assert sorted(imports) == sorted(entry['proxy_imports'])
+
+
+def test_proxy_role_flags(upstream):
+    """The proxy role passes only options the release's proxies have (the example proxy, and the Mooncake
+    wheel's proxy, the role's default, where the release pins the wheel)."""
+    passed = set(FLAG_WORD.findall(_collection('roles/proxy/vars/main.yml')))
+    assert passed, 'no proxy options found in roles/proxy/vars/main.yml'
+    proxies = [upstream.proxy] + ([upstream.mc / 'mooncake' / 'vllm_v1_proxy_server.py'] if upstream.mc else [])
+    for path in proxies:
+        assert sorted(passed - uc.add_argument_flags(path)) == [], path.name
+
+
+# ---------------------------------------------------------------------------------------------------------
+# i. the result file of vllm bench serve
+
+def normalize_reads():
+    """The result-file keys bench_vllm.normalize reads (data.get('k'), data.get('tmpl' % metric))."""
+    tree = uc.parse(ROOT / 'plugins/module_utils/verify/bench_vllm.py')
+    keys = set()
+    for node in ast.walk(tree):
+        if (uc.call_name(node) == 'get' and isinstance(node.func.value, ast.Name) and node.func.value.id == 'data'
+                and node.args):
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant):
+                keys.add(arg.value)
+            elif isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod):
+                for tmpl in [arg.left] if isinstance(arg.left, ast.Constant) else []:
+                    keys |= {tmpl.value % m for m in bench_vllm.METRICS}
+                if isinstance(arg.left, ast.Name):
+                    # field % name, field from the (key, template) pairs of the loop
+                    for t in uc.str_constants(tree, r'[a-z0-9]+_%s_ms'):
+                        keys |= {t % m for m in bench_vllm.METRICS}
+    return keys
+
+
+def result_keys(serve_py):
+    """Constant keys of the benchmark result dict, and patterns for its f-string keys."""
+    tree = uc.parse(serve_py)
+    consts, patterns = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'result' and isinstance(node.value, ast.Dict):
+            consts |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+        if isinstance(node, ast.Subscript) and getattr(node.value, 'id', None) == 'result':
+            if isinstance(node.slice, ast.Constant):
+                consts.add(node.slice.value)
+            elif isinstance(node.slice, ast.JoinedStr):
+                patterns.append(re.compile(''.join(re.escape(v.value) if isinstance(v, ast.Constant) else '[a-z0-9]+'
+                                                   for v in node.slice.values) + '$'))
+    return consts, patterns
+
+
+def test_bench_result_keys(upstream):
+    consts, patterns = result_keys(upstream.vl / 'vllm' / 'benchmarks' / 'serve.py')
+    assert len(consts) > 10, 'the result dict of vllm/benchmarks/serve.py moved'
+    missing = sorted(k for k in normalize_reads() if k not in consts and not any(p.match(k) for p in patterns))
+    assert missing == sorted(upstream.entry['bench_result_missing'])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# j. the image: CANN, vLLM pin, Python
+
+def test_image_pins(upstream):
+    dockerfile = (upstream.va / 'Dockerfile').read_text(encoding='utf-8')
+    cann = re.search(r'^FROM\s+\S+?/cann:([0-9A-Za-z.]+)-', dockerfile, re.M)
+    assert cann and cann.group(1).upper() == upstream.entry['cann'].upper()
+    vllm_tag = re.search(r'^ARG VLLM_TAG=v?(\S+)', dockerfile, re.M)
+    assert vllm_tag and vllm_tag.group(1) == upstream.entry['vllm']
+    mooncake = re.search(r'^ARG MOONCAKE_TAG="?v?([^"\s]+)', dockerfile, re.M)
+    assert mooncake and mooncake.group(1) == upstream.entry['mooncake']
+    if upstream.entry['mooncake_wheel']:
+        assert upstream.entry['mooncake_wheel'] == upstream.entry['mooncake']
+    # the Python range: the release's row of its own versioning policy, else of the newest release's
+    # (a final release may ship before its row is written: 0.11.0 has only its rc rows)
+    pattern = re.compile(r'^\|\s*v%s\s*\|[^|]*\|\s*>=\s*([0-9.]+),\s*<\s*([0-9.]+)\s*\|' % re.escape(upstream.version), re.M)
+    newest = max(releases.RELEASES, key=releases.parse_version)
+    rows = [pattern.search((tree / 'docs/source/community/versioning_policy.md').read_text(encoding='utf-8'))
+            for tree in (upstream.va, upstream_tree('vllm_ascend', newest))]
+    row = next((r for r in rows if r), None)
+    assert row, 'vllm-ascend %s has no row in the versioning policy' % upstream.version
+    assert row.groups() == tuple(upstream.entry['python'])
