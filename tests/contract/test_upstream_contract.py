@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 import upstream_code as uc
-from conftest import ROOT, upstream_tree
+from upstream_src import ROOT, upstream_tree
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.filter import pd_instances
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
@@ -54,15 +54,14 @@ def _collection(path):
 
 
 def _py_text(tree_root, *subdirs):
-    """All Python source of SUBDIRS under TREE_ROOT, one string (cached per tree)."""
-    key = (str(tree_root), subdirs)
-    if key not in _TEXT:
-        _TEXT[key] = '\n'.join(p.read_text(encoding='utf-8', errors='replace')
-                               for d in subdirs for p in sorted((Path(tree_root) / d).rglob('*.py')))
-    return _TEXT[key]
+    """All Python source of SUBDIRS under TREE_ROOT, one string."""
+    return '\n'.join(p.read_text(encoding='utf-8', errors='replace')
+                     for d in subdirs for p in sorted((Path(tree_root) / d).rglob('*.py')))
 
 
-_TEXT = {}
+def _quoted_env_names(tree_root, subdir):
+    """The quoted environment-variable-like names in the Python source under TREE_ROOT/SUBDIR."""
+    return set(re.findall(r'''["'](%s)["']''' % ENV_NAME, _py_text(tree_root, subdir)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -163,17 +162,12 @@ def collection_engine_env(version):
     return names - other
 
 
-def _quoted(name, text):
-    return re.search(r'''["']%s["']''' % re.escape(name), text) is not None
-
-
 def test_engine_env(upstream):
-    vl_text = _py_text(upstream.vl, 'vllm')
-    va_text = _py_text(upstream.va, 'vllm_ascend')
+    read = _quoted_env_names(upstream.vl, 'vllm') | _quoted_env_names(upstream.va, 'vllm_ascend')
     engine_so = (upstream.mc / 'mooncake' / 'engine.so').read_bytes() if upstream.mc else None
     unread = []
     for name in sorted(collection_engine_env(upstream.version)):
-        if _quoted(name, vl_text) or _quoted(name, va_text):
+        if name in read:
             continue
         if name in MOONCAKE_ENV and (engine_so is None or name.encode() in engine_so):
             continue
