@@ -91,7 +91,7 @@ def collection_serve_flags():
 
 
 def serve_flags(up):
-    cli = [p for p in (up.vl / 'vllm' / 'entrypoints').rglob('cli_args.py')]
+    cli = list((up.vl / 'vllm' / 'entrypoints').rglob('cli_args.py'))
     return uc.add_argument_flags(up.vl / 'vllm' / 'engine' / 'arg_utils.py', *cli)
 
 

@@ -159,8 +159,10 @@ def parse_version(text):
     pre = m.group('pre')
     post = m.group('post')
     # a dev release sorts before its pre and final release; a pre before the final
-    pre_key = (_PRE_RANK[pre.lower()], int(m.group('pre_n') or 0)) if pre else ((-1, 0) if dev is not None
-                                                                              and post is None else (3, 0))
+    if pre:
+        pre_key = (_PRE_RANK[pre.lower()], int(m.group('pre_n') or 0))
+    else:
+        pre_key = (-1, 0) if dev is not None and post is None else (3, 0)
     post_key = int(post or 0) if post is not None else -1
     dev_key = int(dev or 0) if dev is not None else float('inf')
     return (release, pre_key, post_key, dev_key)
