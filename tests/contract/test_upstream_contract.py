@@ -67,8 +67,20 @@ def _quoted_env_names(tree_root, subdir):
 # ---------------------------------------------------------------------------------------------------------
 # a. flags: vllm serve and vllm bench serve
 
-def collection_serve_flags():
-    """Every `vllm serve` option the collection can render, from the code that renders them."""
+def _plans(entry, **kwargs):
+    """The collection's instance plans of a prefill side (tp 2, DP 4, external ranks 1 and 2) for each parallel
+    layout the release allows (table port_terms/pp_pcp), where the planner takes pipeline/context sizes."""
+    accepts = 'pp_size' in inspect.signature(pd_instances.engine_instances).parameters
+    layouts = [(1, 1)] + ([(2, 1)] if accepts and 'pp' in entry['port_terms'] else []) + (
+        [(1, 2)] if accepts and 'pcp' in entry['port_terms'] else [])
+    for pp, pcp in layouts:
+        sizes = dict(pp_size=pp, pcp_size=pcp) if (pp, pcp) != (1, 1) else {}
+        yield pd_instances.engine_instances(**dict(dict(kind='prefill', tp_size=2, dp_size=4, dp_ranks=[1, 2],
+                                                        api_port=8100, kv_port=30000, model_kind='moe'), **dict(sizes, **kwargs)))
+
+
+def collection_serve_flags(entry):
+    """Every `vllm serve` option the collection can render for a release, from the code that renders them."""
     engine_vars = yaml.safe_load(_collection('roles/engine/vars/main.yml'))
     flags, seen, todo = set(), set(), ['__engine_command']
     while todo:  # __engine_command and the argv pieces (*_args) it names, transitively
@@ -84,9 +96,12 @@ def collection_serve_flags():
     for name, _flag, kind in pd_consistency.SETTINGS:
         typed[name] = {'int': 1, 'json': {'method': 'x'}}.get(kind, 'x')
     flags.update(w for w in pd_consistency.setting_args(typed) if w.startswith('--'))
-    for instance in pd_instances.engine_instances('prefill', 2, 4, [1, 2], 8100, None, 'h', 'systemd', 'podman', '',
-                                                  30000, 'moe'):
-        flags.update(w for w in instance['dp_args'] if w.startswith('--'))
+    # the plan's argv pieces (dp_args, and pipeline/context sizes where the planner has them)
+    for plan in _plans(entry):
+        for instance in plan:
+            for key, words in instance.items():
+                if key.endswith('_args'):
+                    flags.update(w for w in words if w.startswith('--'))
     return flags
 
 
@@ -101,7 +116,7 @@ def test_serve_flags(upstream):
     assert ('--shutdown-timeout' in flags) == upstream.entry['shutdown_timeout'], (
         'table shutdown_timeout=%s, but vLLM %s %s --shutdown-timeout' % (
             upstream.entry['shutdown_timeout'], upstream.entry['vllm'], 'has' if '--shutdown-timeout' in flags else 'lacks'))
-    rendered = collection_serve_flags()
+    rendered = collection_serve_flags(upstream.entry)
     # install.yml passes --shutdown-timeout only when the installed `vllm serve` lists it
     if not upstream.entry['shutdown_timeout']:
         rendered.discard('--shutdown-timeout')
@@ -201,7 +216,11 @@ def collection_kv_config():
     """(top-level keys, extra-config keys 'side.key') of the kv-transfer-config the engine role renders."""
     engine_vars = yaml.safe_load(_collection('roles/engine/vars/main.yml'))
     top = set(engine_vars['__engine_kv_transfer_config'])
-    extra = {'%s.%s' % (side, key) for side, keys in engine_vars['__engine_parallel'].items() for key in keys}
+    extra = set()
+    for side, keys in engine_vars['__engine_parallel'].items():
+        # a dict of Jinja values, or one Jinja expression of dict literals ({'tp_size': ...} | combine(...))
+        names = keys if isinstance(keys, dict) else re.findall(r"""['"]([a-z_]+)['"]\s*:""", keys)
+        extra |= {'%s.%s' % (side, key) for key in names}
     return top, extra
 
 
@@ -242,6 +261,9 @@ def test_kv_transfer_config(upstream):
     read = connector_extra_keys(uc.parse(upstream.connector))
     assert sorted(upstream.entry['extra_config_keys']) == sorted(read)
     top, extra = collection_kv_config()
+    if 'pp' not in upstream.entry['port_terms']:
+        # pp_size is rendered only above 1, which the inventory rules refuse where the connector has no pp term
+        extra -= {'prefill.pp_size', 'decode.pp_size'}
     assert sorted(extra - read) == [], 'rendered extra-config keys the connector does not read'
     kv_config = next((upstream.vl / 'vllm').rglob('kv_transfer.py'), None)
     fields = set()
@@ -347,6 +369,7 @@ def test_port_formula(upstream):
     if entry['pp_pcp'] != 'both':
         sizes = [(pp, pcp) for pp, pcp in sizes if pp == 1 or pcp == 1]
     kv_port = 30000
+    planner_sizes = 'pp_size' in inspect.signature(pd_instances.engine_instances).parameters
     for tp in range(1, 9):
         plan = pd_instances.engine_instances('prefill', tp, 4, [], 8100, None, 'h', 'systemd', 'podman', '', kv_port, 'moe')
         assert sorted(pd_instances.group_ports(plan[0])) == sorted(
@@ -358,6 +381,10 @@ def test_port_formula(upstream):
             for pp, pcp in sizes:
                 want = upstream_ports(exprs, kv_port, tp, pp, pcp, dp_rank)
                 assert sorted(_collection_group(kv_port, tp, pp, pcp, dp_rank)) == sorted(want), (tp, pp, pcp, dp_rank)
+                if planner_sizes:
+                    ext = pd_instances.engine_instances('prefill', tp, 4, [dp_rank], kv_port=kv_port, model_kind='moe',
+                                                        pp_size=pp, pcp_size=pcp)[0]
+                    assert sorted(pd_instances.group_ports(ext)) == sorted(want), (tp, pp, pcp, dp_rank)
                 # the worker's own handshake port is one of its sender's
                 me = uc.Strict('self', pp_rank=pp - 1, pcp_rank=pcp - 1, tp_rank=tp - 1, tp_size=tp, pp_size=pp,
                                pcp_size=pcp, prefill_tp_size=tp, _prefill_tp_size=tp)
