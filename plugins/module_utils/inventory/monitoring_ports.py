@@ -12,8 +12,8 @@ Defaults: Grafana 3000, Prometheus 9090, node_exporter 9100, npu-exporter 8082
 Pure functions: inventory values in, (port, collision) pairs out. The instances follow
 plugins/filter/pd_instances.py: internal DP is one instance serving ranks 0..dp-1, external DP one
 instance per listed rank, API port + its index on the host; a prefill instance binds
-kv_port + rank * tp .. + tp - 1 for each rank it serves (the same ports for a dense model, whose
-independent instances get kv_port + R * tp with rank 0 in the formula). The reserved windows belong
+kv_port + rank * w .. + w - 1 for each rank it serves, w = tp*pp*pcp (the same ports for a dense model, whose
+independent instances get kv_port + R * w with rank 0 in the formula). The reserved windows belong
 to the ports stage: port_group.reserved_windows of the host's engine environment, the function the
 preflight, the start guard and the doctor call too.
 """
