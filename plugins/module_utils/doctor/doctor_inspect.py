@@ -220,7 +220,8 @@ def inspect_engine(host, eng, params, host_facts):
         out['api_listening'] = sorted(set(s['address'] for s in socks
                                           if any(p in pids for p in owners.get(s['inode'], []))))
     if eng['kind'] == 'prefill' and eng.get('kv_port'):
-        out['group'] = inspect_group(host, eng, params['address'], pids, env, params)
+        # the windows of the running engine's environment, else of the env file it will start with
+        out['group'] = inspect_group(host, eng, params['address'], pids, env if env is not None else file_env, params)
     # what D would dial: VLLM_HOST_IP, else what the engine bound, else vLLM's default-route guess [facts §1]
     live = (env or {}).get('VLLM_HOST_IP')
     conf = (file_env or {}).get('VLLM_HOST_IP')
