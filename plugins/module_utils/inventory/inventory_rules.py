@@ -6,7 +6,8 @@ on the controller, before any host is touched; filter pd_inventory_errors builds
 
 The view is plain data: {"groups": {group: [host, ...]}, "hosts": {host: {variable: value}},
 "broken": [[host, variable, why], ...], "rollout": "parallel"}; a variable the inventory does not
-define is absent. The reserved port windows come from each host's engine env (port_group.reserved_windows). Each rule takes a ClusterView and yields Findings. To add a rule, write
+define is absent. The reserved port windows come from each host's engine env
+(port_group.reserved_windows). Each rule takes a ClusterView and yields Findings. To add a rule, write
 ``def rule_x(view): yield Finding(...)`` and append it to RULES: nothing else changes.
 """
 

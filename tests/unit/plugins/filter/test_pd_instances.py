@@ -123,8 +123,8 @@ def test_pipeline_and_context_parallel_widen_the_group_and_the_npus():
     assert group_ports(out[0]) == list(range(30008, 30016))
     # a dense model's independent instances get kv_port + R*tp*pp*pcp of their own
     dense = engine_instances("prefill", 2, 2, [0, 1], 8100, kv_port=30000, model_kind="dense", pp_size=2)
-    assert [(i["kv_port"], group_ports(i)) for i in dense] == [(30000, [30000, 30001, 30002, 30003]),
-                                                                (30004, [30004, 30005, 30006, 30007])]
+    assert [(i["kv_port"], group_ports(i)) for i in dense] == [
+        (30000, [30000, 30001, 30002, 30003]), (30004, [30004, 30005, 30006, 30007])]
 
 
 @pytest.mark.parametrize("tp, pp, pcp, rank", [(1, 2, 1, 0), (2, 2, 1, 1), (4, 1, 2, 3), (2, 2, 2, 2)])

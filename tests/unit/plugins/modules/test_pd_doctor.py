@@ -144,8 +144,8 @@ def test_inspect_engine_in_a_container(run_module, free_group, spawn_listener, f
     assert not failed and sorted(h['port'] for h in res['engines'][0]['group']['foreign']) == ports
 
 
-def test_inspect_checks_both_pipeline_stages_against_the_engines_own_windows(run_module, free_group, spawn_listener,
-                                                                           fake_systemd, monkeypatch, tmp_path):
+def test_inspect_checks_both_pipeline_stages_against_the_engines_own_windows(
+        run_module, free_group, spawn_listener, fake_systemd, monkeypatch, tmp_path):
     ports = free_group(8)   # tp 4 x pp 2: both stages are the group
     monkeypatch.setenv('HCCL_IF_BASE_PORT', str(ports[6]))   # the engine's own env moves HCCL onto stage 1
     engine = spawn_listener(HOST, ports)
