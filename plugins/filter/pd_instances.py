@@ -123,7 +123,7 @@ _value:
       C(dp_size) (its C(--data-parallel-size)), C(port_rank_start) (the first C(data_parallel_rank) vLLM uses in the
       port formula; 0 for an independent dense instance), C(pp) and C(pcp) (its pipeline and prefill context
       parallel sizes), C(parallel_args) (the C(--pipeline-parallel-size)/C(--prefill-context-parallel-size)
-      options the collection adds: a size only an inventory variable gives) and C(model_kind). The port group is
+      options the collection adds, for a size only an inventory variable gives) and C(model_kind). The port group is
       C(kv_port + (port_rank_start + i) * tp*pp*pcp + w) for i < C(dp_size_local), w < C(tp*pp*pcp). Every
       consumer (preflight, start guard, listening and reachability checks, doctor) reads it from here.
   type: list
