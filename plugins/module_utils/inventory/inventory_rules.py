@@ -481,6 +481,12 @@ def rule_port_windows(view):
                             "and HCCL_IF_BASE_PORT at or below %d" % (65536 - HCCL_PORTS))
 
 
+def _message_fix(text, default_fix=""):
+    """'WHAT. Fix: HOW' (parallel.py's sentences) -> (WHAT, HOW)."""
+    what, _sep, fix = text.partition(". Fix: ")
+    return what, fix or default_fix
+
+
 def rule_parallel_sizes(view):
     """Pipeline and prefill context parallel sizes: one value per side (variable or extra args, equal if both),
     what the release's connector can serve, the same on every host of a side, and a user
@@ -499,14 +505,12 @@ def rule_parallel_sizes(view):
                 try:
                     sizes = parallel.side_sizes(kind, args, view.get(h, pp_var), view.get(h, pcp_var), args_var)
                 except ValueError as exc:
-                    yield hfind(view, h, pp_var if pp_var in str(exc) or "pipeline" in str(exc) else pcp_var,
-                                str(exc).split(". Fix: ")[0], str(exc).split(". Fix: ")[-1] if ". Fix: " in str(exc)
-                                else "write the size as a whole number after the option")
+                    what, fix = _message_fix(str(exc), "write the size as a whole number after the option")
+                    yield hfind(view, h, pp_var if pp_var in what or "pipeline" in what else pcp_var, what, fix)
                     continue
                 why = parallel.release_problem(kind, sizes["pp"], sizes["pcp"], view.get(h, "vllm_pd_vllm_ascend_version"))
                 if why:
-                    yield hfind(view, h, pp_var if sizes["pp"] > 1 else pcp_var, why.split(". Fix: ")[0],
-                                why.split(". Fix: ")[1])
+                    yield hfind(view, h, pp_var if sizes["pp"] > 1 else pcp_var, *_message_fix(why))
                 seen.setdefault((sizes["pp"], sizes["pcp"]), []).append(h)
             if len(seen) > 1:
                 yield Finding(name, "", parallel.VARIABLE % (kind, "pp"), "the %s hosts launch with different pipeline/"
@@ -529,7 +533,7 @@ def rule_parallel_sizes(view):
                 decode["tp_size"] = view.int_of(h, "vllm_pd_decode_tp_size")
             why = parallel.extra_config_problem(user, prefill, decode)
             if why:
-                yield hfind(view, h, "vllm_pd_kv_connector_extra", why.split(". Fix: ")[0], why.split(". Fix: ")[1])
+                yield hfind(view, h, "vllm_pd_kv_connector_extra", *_message_fix(why))
 
 
 def _ranks(raw):

@@ -80,7 +80,7 @@ def side_sizes(kind, args=None, pp_size=None, pcp_size=None, args_variable=None)
         var = VARIABLE % (kind, key)
         size = _size(value, var)
         if size is not None and given[key] is not None and size != given[key]:
-            raise ValueError('%s=%d but %s pass %s %d. Fix: give the %s size in one place (or the same in both)'
+            raise ValueError('%s=%s but %s pass %s %s. Fix: give the %s size in one place (or the same in both)'
                              % (var, size, args_variable, FLAGS[key][0], given[key], NAMES[key]))
         if size is not None and given[key] is None and size > 1:
             out['args'] += [FLAGS[key][0], str(size)]
@@ -134,7 +134,7 @@ def extra_config_problem(user, prefill, decode):
             if key in mine and key in plan and str(mine[key]) != str(plan[key]):
                 return ('vllm_pd_kv_connector_extra.%s.%s=%s disagrees with the plan (%s %s launches with %s). Fix: '
                         'remove it (the collection writes it from the plan) or change the %s size of the plan'
-                        % (side, key, mine[key], side, key.split('_')[0], plan[key], side))
+                        % (side, key, mine[key], side, key[:-len('_size')], plan[key], side))
     partition = (user.get('prefill') or {}).get('pp_layer_partition') if isinstance(user.get('prefill'), dict) else None
     if partition is not None:
         parts = [p.strip() for p in str(partition).split(',')]
