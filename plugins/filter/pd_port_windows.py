@@ -12,7 +12,7 @@ version_added: "1.0.0"
 description:
   - The port windows the Ascend transports of a vLLM engine bind from, decided by the engine environment
     of the host (V(prefill_env), V(decode_env) or V(vllm_pd_engine_env)), the same function the start guard,
-    the doctor and the inventory's monitoring-port check call (C(port_group.reserved_windows)).
+    the doctor and the inventory's monitoring-port check call (C(port_windows.reserved_windows)).
   - C(ASCEND_BASE_PORT) (default V(20000)) starts the AscendDirectTransport (ADXL) window.
   - C(MC_MIN_RPC_PORT) and C(MC_MAX_RPC_PORT) (default V(15000) and V(17000); Mooncake v0.3.9 reads the
     misspelled C(MC_MIN_PRC_PORT)/C(MC_MAX_PRC_PORT), honoured too) bound the Transfer Engine RPC range.
@@ -47,7 +47,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import reserved_windows
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import reserved_windows
 
 
 def pd_port_windows(env, hostname="this host"):

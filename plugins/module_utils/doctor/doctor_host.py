@@ -11,10 +11,10 @@ __metaclass__ = type
 import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_logs
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import WINDOW_ENV
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import WINDOW_ENV
 
 # The variables vLLM-Ascend and HCCL read to pick the inter-node address and NIC [facts §1], and those that
-# move the reserved port windows (port_group.WINDOW_ENV).
+# move the reserved port windows (port_windows.WINDOW_ENV).
 NET_ENV = ('VLLM_HOST_IP', 'HCCL_IF_IP', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'HCCL_SOCKET_IFNAME',
            'HOST_IP') + WINDOW_ENV
 

@@ -14,9 +14,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host 
     container_pids, net_env, parse_env_file, parse_environ, parse_route_get, scan_log, unit_pids,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import build_holders, evaluate_listening
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_NPU_COUNT, reserved_windows
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
-    DEFAULT_NPU_COUNT, detect_npu_count, parse_port_list, port_group, range_findings, read_sysctl_ranges,
-    reserved_windows,
+    detect_npu_count, parse_port_list, port_group, range_findings, read_sysctl_ranges,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.sockets import addresses_overlap, blocks_bind, read_tcp_sockets
 

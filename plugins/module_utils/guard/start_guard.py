@@ -36,8 +36,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks i
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_free import (
     bound_holders, check_free, owner_predicate, snapshot,
 )
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import reserved_windows
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
-    format_port_list, merge_ranges, port_group, ports_to_ranges, range_findings, reserved_windows, span,
+    format_port_list, merge_ranges, port_group, ports_to_ranges, range_findings, span,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.sockets import normalize_ip
 

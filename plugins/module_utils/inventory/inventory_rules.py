@@ -7,7 +7,7 @@ on the controller, before any host is touched; filter pd_inventory_errors builds
 The view is plain data: {"groups": {group: [host, ...]}, "hosts": {host: {variable: value}},
 "broken": [[host, variable, why], ...], "rollout": "parallel"}; a variable the inventory does not
 define is absent. The reserved port windows come from each host's engine env
-(port_group.reserved_windows). Each rule takes a ClusterView and yields Findings. To add a rule, write
+(port_windows.reserved_windows). Each rule takes a ClusterView and yields Findings. To add a rule, write
 ``def rule_x(view): yield Finding(...)`` and append it to RULES: nothing else changes.
 """
 
@@ -20,7 +20,7 @@ import re
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings, engine_env
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import parallel
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import (
     DEFAULT_NPU_COUNT, HCCL_PORTS, WINDOW_ENV, reserved_windows,
 )
 
@@ -468,7 +468,7 @@ def _is_port(value):
 
 def rule_port_windows(view):
     """The windows the engine env moves (ASCEND_BASE_PORT, MC_MIN/MAX_RPC_PORT, HCCL_IF_BASE_PORT) must make sense
-    together: the preflight, the start guard and the doctor read them with port_group.reserved_windows."""
+    together: the preflight, the start guard and the doctor read them with port_windows.reserved_windows."""
     for h in view.hosts:
         for kind in view.kinds(h):
             var, env = _engine_env(view, h, kind)
@@ -657,7 +657,7 @@ def _pp_pcp(view, h, kind):
 
 
 def _windows(view, h, kind, npus):
-    """port_group.reserved_windows of KIND's engine env on H (None when a value is bad: rule_engine_env says so)."""
+    """port_windows.reserved_windows of KIND's engine env on H (None when a value is bad: rule_engine_env says so)."""
     try:
         return reserved_windows(_engine_env(view, h, kind)[1], npus)
     except ValueError:

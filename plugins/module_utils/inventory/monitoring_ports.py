@@ -14,14 +14,14 @@ plugins/filter/pd_instances.py: internal DP is one instance serving ranks 0..dp-
 instance per listed rank, API port + its index on the host; a prefill instance binds
 kv_port + rank * w .. + w - 1 for each rank it serves, w = tp*pp*pcp (the same ports for a dense model, whose
 independent instances get kv_port + R * w with rank 0 in the formula). The reserved windows belong
-to the ports stage: port_group.reserved_windows of the host's engine environment, the function the
+to the ports stage: port_windows.reserved_windows of the host's engine environment, the function the
 preflight, the start guard and the doctor call too.
 """
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import ADXL_PORTS_PER_NPU
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import ADXL_PORTS_PER_NPU
 
 CHECK = 'MonitoringPortCollision'
 VARIABLE = 'vllm_pd_monitoring_ports'
@@ -77,7 +77,7 @@ def engine_taken(kind, kv_port, tp, dp, ranks, api_port, dp_rpc_port=None, pp=1,
 
 
 def windows_taken(windows):
-    """The windows an engine host keeps for the Ascend transports: WINDOWS is port_group.reserved_windows of the
+    """The windows an engine host keeps for the Ascend transports: WINDOWS is port_windows.reserved_windows of the
     host's engine environment (the preflight's and the start guard's function)."""
     te, hccl = tuple(windows['te_rpc']), tuple(windows['hccl'])
     out = [(te[0], te[1], 'the Mooncake Transfer Engine RPC range %d-%d (MC_MIN_RPC_PORT-MC_MAX_RPC_PORT)' % te, ''),

@@ -17,9 +17,8 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import param
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import (
     blocker_fix, build_holders, describe_holder, normalize_unit, plan_stops, split_holders,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
-    DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, parse_port_list, port_group, range_findings,
-)
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import parse_port_list, port_group, range_findings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.sockets import classify, format_endpoint, is_wildcard
 
 DEFAULT_TE_RPC_RANGE = [15000, 17000]
@@ -71,7 +70,7 @@ def resolve_npu_count(npu_count, detected):
 
 def resolve_base_port(ascend_base_port):
     """The ADXL window's start: the value given (the engine environment's ASCEND_BASE_PORT, from
-    port_group.reserved_windows), else Mooncake's default. Never this process's own environment: the
+    port_windows.reserved_windows), else Mooncake's default. Never this process's own environment: the
     engine's is what counts, and the caller knows it."""
     if ascend_base_port is not None:
         return P.port('ascend_base_port', ascend_base_port)

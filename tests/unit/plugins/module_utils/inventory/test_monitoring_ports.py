@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import check_names
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules as ir
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import reserved_windows
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import reserved_windows
 
 
 @pytest.mark.parametrize('raw, want', [
@@ -42,7 +42,7 @@ def test_engine_taken_follows_the_plan():
 
 
 def test_windows_follow_port_group():
-    # the windows kv_port_group checks, from the engine env (port_group.reserved_windows)
+    # the windows kv_port_group checks, from the engine env (port_windows.reserved_windows)
     w = M.windows_taken(reserved_windows({}, 16))
     assert [x[:2] for x in w] == [(20000, 35999), (15000, 17000), (60000, 60031)]
     w = M.windows_taken(reserved_windows({'ASCEND_BASE_PORT': '40000', 'MC_MIN_RPC_PORT': '41000',
