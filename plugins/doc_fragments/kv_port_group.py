@@ -50,7 +50,8 @@ options:
   ascend_base_port:
     description:
       - C(ASCEND_BASE_PORT) of the vLLM process, the start of the ADXL window.
-      - Default is the environment variable C(ASCEND_BASE_PORT) of the module process, else V(20000).
+      - Default V(20000). The module does not read its own environment; pass the engine environment's value
+        (filter P(vllm_pd.ascend.pd_port_windows#filter), as the preflight does).
     type: int
   adxl_window:
     description:

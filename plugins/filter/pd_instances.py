@@ -19,14 +19,16 @@ description:
   - The Mooncake port group of an instance depends on the model kind (O(model_kind)), because vLLM resets
     C(data_parallel_rank) to 0 for a dense (non-MoE) model and vllm-ascend derives the side channel port from it
     (C(kv_port + data_parallel_rank * tp)).
-  - V(moe) (and any model with O(dp_size) 1) - each instance gets O(kv_port); its group is C(kv_port + R*tp .. + tp - 1)
-    for each rank R it serves.
+  - The group of one DP rank R is C(tp*pp*pcp) ports wide (vllm-ascend's Mooncake connector,
+    C(kv_port + R*tp*pp*pcp + (pp_rank*pcp + pcp_rank)*tp + tp_rank)); below, "width" is C(tp*pp*pcp).
+  - V(moe) (and any model with O(dp_size) 1) - each instance gets O(kv_port); its group is C(kv_port + R*width .. +
+    width - 1) for each rank R it serves.
   - V(dense) with external DP - each listed rank R becomes an independent instance without C(--data-parallel-*)
     options (vLLM's rule for non-MoE models), launched with C(--data-parallel-size 1) and its own kv_port
-    C(kv_port + R*tp), so its group C(kv_port + R*tp .. + tp - 1) never overlaps another instance's.
+    C(kv_port + R*width), so its group C(kv_port + R*width .. + width - 1) never overlaps another instance's.
   - V(dense) with internal DP and O(dp_size) > 1 on prefill is refused - every engine core would bind
-    C(kv_port .. + tp - 1).
-  - NPUs are given out in order, O(tp_size) per rank; O(devices) lists the host's NPU ids to use
+    C(kv_port .. + width - 1).
+  - NPUs are given out in order, C(width) per rank; O(devices) lists the host's NPU ids to use
     (default C(0 ..)).
   - Input that cannot describe instances is an error naming the variable and the host.
 options:
@@ -38,6 +40,21 @@ options:
     description: Tensor parallel size of one instance.
     type: int
     required: true
+  pp_size:
+    description:
+      - Pipeline parallel size (inventory V(vllm_pd_prefill_pp_size) / V(vllm_pd_decode_pp_size)); unset takes
+        C(--pipeline-parallel-size)/C(-pp) of O(extra_args), else 1. Both given must agree.
+    type: int
+  pcp_size:
+    description:
+      - Prefill context parallel size (V(vllm_pd_prefill_pcp_size) / V(vllm_pd_decode_pcp_size)); unset takes
+        C(--prefill-context-parallel-size)/C(-pcp) of O(extra_args), else 1. Both given must agree.
+    type: int
+  extra_args:
+    description: The engine's extra C(vllm serve) arguments (V(prefill_extra_args) / V(decode_extra_args)).
+    type: list
+    elements: str
+    default: []
   dp_size:
     description: Data parallel size of this side of the cluster.
     type: int
@@ -104,14 +121,18 @@ _value:
       and C(container_image).
     - C(kv_port) (the kv_port of this instance's C(--kv-transfer-config)), C(tp) (its tensor parallel size),
       C(dp_size) (its C(--data-parallel-size)), C(port_rank_start) (the first C(data_parallel_rank) vLLM uses in the
-      port formula; 0 for an independent dense instance) and C(model_kind). The port group is
-      C(kv_port + (port_rank_start + i) * tp + t) for i < C(dp_size_local), t < C(tp). Every consumer (preflight,
-      listening and reachability checks, doctor) reads it from here.
+      port formula; 0 for an independent dense instance), C(pp) and C(pcp) (its pipeline and prefill context
+      parallel sizes), C(parallel_args) (the C(--pipeline-parallel-size)/C(--prefill-context-parallel-size)
+      options the collection adds, for a size only an inventory variable gives) and C(model_kind). The port group is
+      C(kv_port + (port_rank_start + i) * tp*pp*pcp + w) for i < C(dp_size_local), w < C(tp*pp*pcp). Every
+      consumer (preflight, start guard, listening and reachability checks, doctor) reads it from here.
   type: list
   elements: dict
 """
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.parallel import side_sizes
 
 KINDS = ("prefill", "decode")
 RUNTIMES = ("systemd", "container")
@@ -128,8 +149,12 @@ def _int(value, what):
 
 
 def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
-                     runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe"):
-    """Instances of one kind on one host (see DOCUMENTATION). Raises ValueError naming the variable."""
+                     runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe",
+                     pp_size=1, pcp_size=1):
+    """Instances of one kind on one host (see DOCUMENTATION). Raises ValueError naming the variable.
+
+    pp_size and pcp_size (default 1) are the pipeline and prefill context parallel sizes of every instance:
+    a DP rank's group is tp*pp*pcp ports wide and it takes as many NPUs."""
     if kind not in KINDS:
         raise ValueError("engine kind %r is not one of %s" % (kind, ", ".join(KINDS)))
     where = "host %s: " % hostname
@@ -138,8 +163,11 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
     tp = _int(tp_size, "vllm_pd_%s_tp_size" % kind)
     dp = _int(dp_size, "vllm_pd_%s_dp_size" % kind)
     port = _int(api_port, "%s_api_port" % kind)
-    if tp < 1 or dp < 1:
-        raise ValueError(where + "vllm_pd_%s_tp_size and vllm_pd_%s_dp_size must be >= 1" % (kind, kind))
+    pp = _int(pp_size, "vllm_pd_%s_pp_size" % kind)
+    pcp = _int(pcp_size, "vllm_pd_%s_pcp_size" % kind)
+    if tp < 1 or dp < 1 or pp < 1 or pcp < 1:
+        raise ValueError(where + "vllm_pd_%s_tp_size, _dp_size, _pp_size and _pcp_size must be >= 1" % kind)
+    width = tp * pp * pcp
     ranks_var = "vllm_pd_%s_dp_ranks" % kind
     ranks = [_int(r, ranks_var) for r in (dp_ranks or [])]
     if len(set(ranks)) != len(ranks):
@@ -163,17 +191,18 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
                          "runs each DP rank of a dense model as an independent engine with data_parallel_rank 0, so all of "
                          "them would bind kv_port .. kv_port+%d (Address already in use). Fix: list the ranks in "
                          "vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), or set "
-                         "vllm_pd_model_kind: moe if the model is MoE" % (dp, tp - 1))
+                         "vllm_pd_model_kind: moe if the model is MoE" % (dp, width - 1))
     slots = [[r] for r in ranks] if ranks else [list(range(dp))]
     served = sum(len(s) for s in slots)
-    npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(tp * served))
-    if len(npus) != tp * served:
-        raise ValueError(where + "%s_devices has %d NPU ids but this host's %s instances need tp %d x %d rank(s) = %d. "
-                         "Fix: list exactly %d ids" % (kind, len(npus), kind, tp, served, tp * served, tp * served))
+    npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(width * served))
+    if len(npus) != width * served:
+        raise ValueError(where + "%s_devices has %d NPU ids but this host's %s instances need tp*pp*pcp %d x %d rank(s) "
+                         "= %d. Fix: list exactly %d ids" % (kind, len(npus), kind, width, served, width * served,
+                                                             width * served))
     out, used = [], 0
     for index, slot in enumerate(slots):
         name = kind if not ranks else "%s-dp%d" % (kind, slot[0])
-        count = tp * len(slot)
+        count = width * len(slot)
         out.append({
             "kind": kind,
             "name": name,
@@ -187,9 +216,12 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
             "dp_args": (["--data-parallel-rank", str(slot[0]), "--data-parallel-size-local", "1"]
                         if ranks and not independent else []),
             "dp_size": 1 if independent else dp,
-            "kv_port": base_kv + slot[0] * tp if independent else base_kv,
+            "kv_port": base_kv + slot[0] * width if independent else base_kv,
             "port_rank_start": 0 if independent else slot[0],
             "tp": tp,
+            "pp": pp,
+            "pcp": pcp,
+            "parallel_args": [],
             "model_kind": "moe" if model_kind == "unknown" else model_kind,
             "runtime": runtime,
             "container": "vllm-pd-%s" % name if runtime == "container" else None,
@@ -201,27 +233,41 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
 
 
 def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
-                 runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe"):
+                 runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe",
+                 pp_size=None, pcp_size=None, extra_args=None):
+    hostname = hostname or "this host"
     try:
-        return engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname or "this host",
-                                runtime, container_engine, container_image, kv_port, model_kind)
+        try:
+            sizes = side_sizes(kind, extra_args or [], pp_size, pcp_size)
+        except ValueError as exc:
+            raise ValueError("host %s: %s" % (hostname, exc))
+        out = engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname,
+                               runtime, container_engine, container_image, kv_port, model_kind,
+                               pp_size=sizes["pp"], pcp_size=sizes["pcp"])
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
+    for instance in out:
+        instance["parallel_args"] = list(sizes["args"])
+    return out
 
 
 def group_ports(instance):
-    """The ports an instance's engine binds (only a prefill one binds): kv_port + (port rank) * tp + t."""
+    """The ports an instance's engine binds (only a prefill one binds), in worker order:
+    kv_port + (port rank) * tp*pp*pcp + (pp_rank*pcp + pcp_rank)*tp + tp_rank; pp and pcp default to 1."""
     tp, start = int(instance["tp"]), int(instance["port_rank_start"])
+    pp, pcp = int(instance.get("pp", 1)), int(instance.get("pcp", 1))
+    width = tp * pp * pcp
     base = int(instance["kv_port"])
-    return [base + (start + r) * tp + t for r in range(int(instance["dp_size_local"])) for t in range(tp)]
+    return [base + (start + r) * width + (p * pcp + c) * tp + t for r in range(int(instance["dp_size_local"]))
+            for p in range(pp) for c in range(pcp) for t in range(tp)]
 
 
 def pd_group_text(instance):
     """One line for people: the instance, its kv_port and its group per the plan."""
     ports = group_ports(instance)
-    return "%s (%s, %s model): kv_port %s, tp %s, DP rank in the port formula %s -> group %d-%d" % (
+    return "%s (%s, %s model): kv_port %s, tp %s, pp %s, pcp %s, DP rank in the port formula %s -> group %d-%d" % (
         instance["name"], instance["unit"], instance.get("model_kind", "moe"), instance["kv_port"], instance["tp"],
-        instance["port_rank_start"], min(ports), max(ports))
+        instance.get("pp", 1), instance.get("pcp", 1), instance["port_rank_start"], min(ports), max(ports))
 
 
 class FilterModule(object):

@@ -60,11 +60,6 @@ from ansible.errors import AnsibleFilterError
 from jinja2 import Undefined
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.inventory_rules import VARIABLES, inventory_errors
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import port_group as G
-
-# the reserved windows kv_port_group checks a group against; the monitoring ports must avoid them too
-WINDOWS = {"ascend_base_port": G.DEFAULT_ASCEND_BASE_PORT, "adxl_ports_per_npu": G.ADXL_PORTS_PER_NPU,
-           "npu_count": G.DEFAULT_NPU_COUNT, "te_rpc": list(G.TE_RPC_RANGE), "hccl": list(G.HCCL_RANGE)}
 
 
 def _plain(value):
@@ -111,7 +106,7 @@ def cluster_view(hostvars, groups, rollout="parallel"):
                 mine[var] = _plain(hv[var])
             except Exception as exc:  # pylint: disable=broad-except
                 broken.append([h, var, str(exc).splitlines()[0] if str(exc) else type(exc).__name__])
-    return {"groups": groups, "hosts": hosts, "broken": broken, "rollout": _plain(rollout), "windows": WINDOWS}
+    return {"groups": groups, "hosts": hosts, "broken": broken, "rollout": _plain(rollout)}
 
 
 def pd_inventory_errors(hostvars, groups, rollout="parallel"):

@@ -71,6 +71,14 @@ options:
         description: Tensor-parallel size (prefill).
         type: int
         default: 1
+      pp_size:
+        description: Pipeline-parallel size (prefill); the group is C(tp*pp*pcp) ports per DP rank.
+        type: int
+        default: 1
+      pcp_size:
+        description: Prefill-context-parallel size (prefill).
+        type: int
+        default: 1
       dp_rank_start:
         description: First data-parallel rank the engine serves (prefill; an external DP rank).
         type: int
@@ -276,7 +284,7 @@ def run_inspect(module):
     facts = dict(addresses=addrs, mtu=mtus, default_dev=dev, default_src=src)
     engines = []
     for eng in p['engines']:
-        for key, default in (('tp_size', 1), ('dp_rank_start', 0), ('dp_size', 1)):
+        for key, default in (('tp_size', 1), ('pp_size', 1), ('pcp_size', 1), ('dp_rank_start', 0), ('dp_size', 1)):
             eng[key] = int(eng.get(key) or default)
         if eng.get('kv_port') is not None:
             eng['kv_port'] = int(eng['kv_port'])
@@ -382,6 +390,8 @@ def main():
                 container_engine=dict(type='str', choices=['podman', 'docker'], default='podman'),
                 kv_port=dict(type='int'),
                 tp_size=dict(type='int', default=1),
+                pp_size=dict(type='int', default=1),
+                pcp_size=dict(type='int', default=1),
                 dp_rank_start=dict(type='int', default=0),
                 dp_size=dict(type='int', default=1),
                 api_port=dict(type='int'))),

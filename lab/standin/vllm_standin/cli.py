@@ -25,6 +25,7 @@ def _parser():
     s.add_argument("--served-model-name", nargs="+")
     s.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     s.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    s.add_argument("--prefill-context-parallel-size", "-pcp", type=int, default=1)
     s.add_argument("--data-parallel-size", "-dp", type=int, default=1)
     s.add_argument("--data-parallel-size-local", "-dpl", type=int)
     s.add_argument("--data-parallel-rank", "-dpr", type=int)
@@ -78,14 +79,13 @@ def main(argv):
     _log.info("non-default args: %s", {k: v for k, v in vars(args).items() if v not in (None, False)})
     env = dict(os.environ)
     try:
-        if args.pipeline_parallel_size != 1:
-            raise config.ConfigError("the lab stand-in runs pipeline_parallel_size=1 only")
+        if args.pipeline_parallel_size < 1 or args.prefill_context_parallel_size < 1:
+            raise config.ConfigError("pipeline and prefill context parallel sizes must be >= 1")
         _local_dp(args)
         if not args.kv_transfer_config:
             raise config.ConfigError("the lab stand-in needs --kv-transfer-config (PD disaggregation only)")
         kv_cfg = config.parse_kv_transfer_config(args.kv_transfer_config)
-        config.check_parallel(kv_cfg, args.tensor_parallel_size, args.data_parallel_size,
-                              args.pipeline_parallel_size)
+        config.check_parallel(kv_cfg, args.tensor_parallel_size, args.data_parallel_size)
     except config.ConfigError as e:
         print(f"ValueError: {e}", file=sys.stderr)
         return 1

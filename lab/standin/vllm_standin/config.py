@@ -43,8 +43,10 @@ def parse_kv_transfer_config(text):
     return cfg
 
 
-def check_parallel(cfg, tp_size, dp_size, pp_size):
-    """vllm_ascend/utils.py and mooncake_connector.py checks, in their order [facts §3]."""
+def check_parallel(cfg, tp_size, dp_size):
+    """vllm_ascend/utils.py and mooncake_connector.py checks, in their order [facts §3]. Like vllm-ascend 0.23
+    (utils.py check_kv_extra_config), the own side's tp and dp are compared, not its pp: prefill.pp_size is what
+    D reads to pull every pipeline stage."""
     extra = cfg["kv_connector_extra_config"]
     for side in ("prefill", "decode"):
         if side not in extra:
@@ -63,12 +65,9 @@ def check_parallel(cfg, tp_size, dp_size, pp_size):
             raise ConfigError(f"KV transfer '{side}' config has a conflicting data parallel size "
                               f"{own['dp_size']}, which should be equal to the engine's data parallel "
                               f"size {dp_size}.")
-        if side == "prefill" and int(own.get("pp_size", 1)) != pp_size:
-            raise ConfigError(f"KV transfer 'prefill' config has a conflicting pipeline parallel size "
-                              f"{own.get('pp_size', 1)}, which should be equal to {pp_size}.")
     p_tp, d_tp = int(extra["prefill"]["tp_size"]), int(extra["decode"]["tp_size"])
     if int(extra["decode"].get("pp_size", 1)) != 1:
-        raise ConfigError("Decode pp_size must be 1 for MooncakeConnectorV1.")
+        raise ConfigError("AssertionError: decode pp size must be 1")
     if p_tp < d_tp:
         raise ConfigError(f"prefill tp_size ({p_tp}) must be greater than or equal to decode tp_size ({d_tp}).")
     if p_tp % d_tp:

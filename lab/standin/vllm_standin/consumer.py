@@ -88,8 +88,11 @@ def transfer_delay(path=DELAY_FLAG):
 
 class KVPuller:
     def __init__(self, ctx, engine, local_ip, tp_size, pool, num_blocks, own_engine_id,
-                 block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG, dtype="auto", delay_flag=DELAY_FLAG):
+                 block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG, dtype="auto", delay_flag=DELAY_FLAG,
+                 prefill_pp=1):
         self.block_size, self.corruption_flag, self.dtype = block_size, corruption_flag, dtype
+        # P's pipeline size, from kv_connector_extra_config.prefill.pp_size as the connector reads it
+        self.prefill_pp = prefill_pp
         self.delay_flag = delay_flag
         self.client = ZmqClient(ctx)
         self.engine, self.local_ip, self.tp_size = engine, local_ip, tp_size
@@ -116,9 +119,12 @@ class KVPuller:
         (kvcache.read_kv); raise TransferError naming the cause of a failed transfer."""
         p_tp = int(params.get("remote_ptp_size") or self.tp_size)
         ratio = max(1, p_tp // self.tp_size)
+        # every pipeline stage and context rank of P holds a part: its workers' ports follow the tp ranks'
+        groups = self.prefill_pp * int(params.get("remote_pcp_size") or 1)
         received = {}
         futures = [self._executor.submit(self._pull_rank, request_id, params, tokens, d_rank,
-                                         range(d_rank * ratio, (d_rank + 1) * ratio), received)
+                                         [g * p_tp + r for g in range(groups)
+                                          for r in range(d_rank * ratio, (d_rank + 1) * ratio)], received)
                    for d_rank in range(min(self.tp_size, p_tp))]
         errors = [f.exception() for f in futures]
         errors = [e for e in errors if e is not None]
@@ -126,7 +132,13 @@ class KVPuller:
             raise TransferError(str(errors[0]))
         if os.path.exists(self.corruption_flag):
             received = {r: [corrupt(b) for b in blocks] for r, blocks in received.items()}
-        return kvcache.read_kv(tokens, dict(sorted(received.items())), self.block_size, self.dtype)
+        # the tp ranks' slices; the other stages' copies of them must match (the stand-in's layers are alike)
+        for worker, blocks in received.items():
+            if worker >= p_tp and blocks != received.get(worker % p_tp):
+                raise TransferError(f"worker {worker} of P (pipeline stage or context rank {worker // p_tp}) sent "
+                                    f"other KV than worker {worker % p_tp}")
+        first = dict((r, b) for r, b in received.items() if r < p_tp)
+        return kvcache.read_kv(tokens, dict(sorted(first.items())), self.block_size, self.dtype)
 
     def _pull_rank(self, request_id, params, tokens, d_rank, p_ranks, received):
         host, base = params["remote_host"], int(params["remote_port"])

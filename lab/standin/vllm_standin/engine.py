@@ -32,8 +32,11 @@ class Engine:
         self.role = kv_cfg["kv_role"]
         self.engine_id = config.engine_id(kv_cfg)
         self.tp = args.tensor_parallel_size
+        self.pp, self.pcp = args.pipeline_parallel_size, args.prefill_context_parallel_size
+        # workers of one DP rank: (pp_rank*pcp + pcp_rank)*tp + tp_rank, each with an NPU and a handshake port
+        self.width = self.tp * self.pp * self.pcp
         self.dp_ranks = list(range(args.dp_rank_start, args.dp_rank_start + args.dp_size_local))
-        self.ranks = self.tp * len(self.dp_ranks)
+        self.ranks = self.width * len(self.dp_ranks)
         self.abort_timeout = int(env.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480"))
         self.block_size = args.block_size or kvcache.BLOCK_SIZE
         self.kv_dtype = args.kv_cache_dtype or "auto"
@@ -60,15 +63,17 @@ class Engine:
         _meta_log.info("MooncakeConnector set_xfer_handshake_metadata: worker_count=%d, engine_id=%s",
                        self.ranks, self.engine_id)
         if self.role == "kv_producer":
-            self.frees = producer.DelayedFrees(self.pool, self.tp, self.abort_timeout)
+            # every worker of the request's DP rank (each pipeline stage and context rank) is told done by D
+            self.frees = producer.DelayedFrees(self.pool, self.width, self.abort_timeout)
             ports = [p for r in self.port_ranks
-                     for p in config.handshake_ports(self.kv_cfg["kv_port"], r, self.tp)]
+                     for p in config.handshake_ports(self.kv_cfg["kv_port"], r, self.tp, self.pp, self.pcp)]
             meta = [self._metadata(i, port) for i, port in enumerate(ports)]
             self.threads = producer.start_sending_threads(self.ctx, self.host_ip, ports, meta, self.frees.done)
             self.frees.run_reaper()
         else:  # kv_consumer / kv_both: the receiving side binds nothing [facts §2a]
+            prefill = self.kv_cfg["kv_connector_extra_config"].get("prefill", {})
             self.puller = KVPuller(self.ctx, self.te, self.host_ip, self.tp, self.pool, NUM_BLOCKS, self.engine_id,
-                                   self.block_size, dtype=self.kv_dtype)
+                                   self.block_size, dtype=self.kv_dtype, prefill_pp=int(prefill.get("pp_size", 1)))
 
     def _metadata(self, rank_index, port):
         return {
@@ -84,10 +89,12 @@ class Engine:
         """Fill the prompt's blocks on every local rank and delay their free [facts §2d]."""
         n = kvcache.num_blocks_for(tokens, self.block_size)
         blocks = self.pool.allocate(n)
-        for rank in range(self.tp):
-            base = kvcache.rank_offset(rank, NUM_BLOCKS)
+        # each worker of the first local DP rank holds its tp rank's slice (a pipeline stage: its layers; the
+        # stand-in's layers are alike, so every stage holds the same bytes per tp rank)
+        for worker in range(self.width):
+            base = kvcache.rank_offset(worker, NUM_BLOCKS)
             for i, b in enumerate(blocks):
-                content = kvcache.block_content(tokens, rank, i, self.block_size, self.kv_dtype)
+                content = kvcache.block_content(tokens, worker % self.tp, i, self.block_size, self.kv_dtype)
                 self.te.write(base + b * kvcache.BLOCK_LEN, content)
         self.frees.add(request_id, blocks)
         dp_rank = self.port_ranks[0]
@@ -95,8 +102,8 @@ class Engine:
             "do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [blocks],
             "remote_engine_id": self.engine_id, "remote_request_id": request_id,
             "remote_host": self.host_ip,
-            "remote_port": config.side_channel_port(self.kv_cfg["kv_port"], dp_rank, self.tp),
-            "remote_pcp_size": 1, "remote_dcp_size": 1, "remote_ptp_size": self.tp,
+            "remote_port": config.side_channel_port(self.kv_cfg["kv_port"], dp_rank, self.tp, self.pp, self.pcp),
+            "remote_pcp_size": self.pcp, "remote_dcp_size": 1, "remote_ptp_size": self.tp,
             "last_token_id": 0, "remote_multi_nodes_meta_mapping": None, "num_prompt_blocks": n,
             "remote_block_size": self.block_size,
         }

@@ -11,10 +11,12 @@ __metaclass__ = type
 import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_logs
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import WINDOW_ENV
 
-# The variables vLLM-Ascend and HCCL read to pick the inter-node address and NIC [facts §1].
+# The variables vLLM-Ascend and HCCL read to pick the inter-node address and NIC [facts §1], and those that
+# move the reserved port windows (port_windows.WINDOW_ENV).
 NET_ENV = ('VLLM_HOST_IP', 'HCCL_IF_IP', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'HCCL_SOCKET_IFNAME',
-           'ASCEND_BASE_PORT', 'HOST_IP')
+           'HOST_IP') + WINDOW_ENV
 
 # Engine log lines that point at a KV transfer problem (exact vLLM-Ascend text, docs/design.md):
 # (check, text, severity, kinds that log it), in doctor_logs.

@@ -14,9 +14,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host 
     container_pids, net_env, parse_env_file, parse_environ, parse_route_get, scan_log, unit_pids,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import build_holders, evaluate_listening
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_NPU_COUNT, reserved_windows
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
-    DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, HCCL_RANGE, TE_RPC_RANGE, adxl_window, detect_npu_count,
-    parse_port_list, port_group, range_findings, read_sysctl_ranges,
+    detect_npu_count, parse_port_list, port_group, range_findings, read_sysctl_ranges,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.sockets import addresses_overlap, blocks_bind, read_tcp_sockets
 
@@ -124,7 +124,8 @@ def engine_pids(host, unit, main_pid, container=None):
 
 
 def inspect_group(host, eng, address, pids, env, params):
-    ports = port_group(eng['kv_port'], eng['tp_size'], 1, 1, eng['dp_rank_start'], eng['dp_size'])
+    ports = port_group(eng['kv_port'], eng['tp_size'], eng.get('pp_size', 1), eng.get('pcp_size', 1),
+                       eng['dp_rank_start'], eng['dp_size'])
     socks = read_tcp_sockets(PROC, ports)
     listen = [s for s in socks if s['state'] == 'LISTEN']
     # connections on a port that has a listener are that listener's accepted connections: noise
@@ -140,20 +141,22 @@ def inspect_group(host, eng, address, pids, env, params):
     ev = evaluate_listening(ports, address, holders, is_engine)
     blocking = [h for h in build_holders(other, owners, host.info) if not is_engine(h)]
     npu = params['npu_count'] or detect_npu_count('/dev') or DEFAULT_NPU_COUNT
+    # the windows of the running engine's environment: the function the preflight and the start guard use
     try:
-        base = int((env or {}).get('ASCEND_BASE_PORT') or DEFAULT_ASCEND_BASE_PORT)
-    except ValueError:
-        base = DEFAULT_ASCEND_BASE_PORT
+        win = reserved_windows(env, npu)
+    except ValueError as exc:
+        host.module.fail_json(msg='%s of %s; fix: correct it in vllm_pd_engine_env and run deploy_pd.yml' % (
+            exc, eng['unit']))
     extra = []
     for item in params['extra_reserved']:
         try:
             extra.extend(parse_port_list(str(item)))
         except ValueError:
             host.module.fail_json(msg='extra_reserved item %r is not a port or a range like 9000-9010' % item)
-    windows = [('AdxlWindow', 'AscendDirectTransport (ADXL/RDMA) window', adxl_window(base, npu),
+    windows = [('AdxlWindow', 'AscendDirectTransport (ADXL/RDMA) window', win['adxl'],
                 'Mooncake binds random ports there, so vLLM fails now and then with "Address already in use"'),
-               ('TeRpcRange', 'Mooncake Transfer Engine RPC range', TE_RPC_RANGE, 'the Transfer Engine binds there'),
-               ('HcclRange', 'HCCL port range', HCCL_RANGE, 'HCCL binds there')]
+               ('TeRpcRange', 'Mooncake Transfer Engine RPC range', win['te_rpc'], 'the Transfer Engine binds there'),
+               ('HcclRange', 'HCCL port range', win['hccl'], 'HCCL binds there')]
     ephemeral, reserved = read_sysctl_ranges(PROC)
     # listeners that do not block vLLM's bind but answer curl on another address (the Grafana trap)
     misleading = [h for h in holders if not is_engine(h) and not addresses_overlap(h['address'], h['family'], address)]
@@ -217,7 +220,8 @@ def inspect_engine(host, eng, params, host_facts):
         out['api_listening'] = sorted(set(s['address'] for s in socks
                                           if any(p in pids for p in owners.get(s['inode'], []))))
     if eng['kind'] == 'prefill' and eng.get('kv_port'):
-        out['group'] = inspect_group(host, eng, params['address'], pids, env, params)
+        # the windows of the running engine's environment, else of the env file it will start with
+        out['group'] = inspect_group(host, eng, params['address'], pids, env if env is not None else file_env, params)
     # what D would dial: VLLM_HOST_IP, else what the engine bound, else vLLM's default-route guess [facts §1]
     live = (env or {}).get('VLLM_HOST_IP')
     conf = (file_env or {}).get('VLLM_HOST_IP')

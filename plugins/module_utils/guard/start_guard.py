@@ -36,6 +36,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks i
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_free import (
     bound_holders, check_free, owner_predicate, snapshot,
 )
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import reserved_windows
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
     format_port_list, merge_ranges, port_group, ports_to_ranges, range_findings, span,
 )
@@ -266,10 +267,18 @@ def run(cfg, env, ops, log, wait=wait_for_address):
                 return EXIT_REFUSED
         g = cfg['group_args']
         try:
+            # the windows of this engine's environment (its env file): the preflight's function and values
+            win = reserved_windows(env, npu_count=0)
+        except ValueError as e:
+            log('%s: refused to start %s: %s; fix: correct it in vllm_pd_engine_env and run deploy_pd.yml again'
+                % (PREFIX, cfg['unit'], e))
+            return EXIT_CONFIG
+        try:
             res = check_free(g['kv_port'], g['tp_size'], g['dp_rank_start'], g['dp_size_local'], host_ip=host_ip,
                              npu_count=cfg['npu_count'], owner_unit=cfg['unit'], owner_container=cfg['container'],
                              container_engine=cfg['container_engine'], pp_size=g['pp_size'], pcp_size=g['pcp_size'],
-                             extra_reserved=[str(p) for p in extra], ops=ops)
+                             ascend_base_port=win['ascend_base_port'], te_rpc_range=list(win['te_rpc']),
+                             hccl_range=list(win['hccl']), extra_reserved=[str(p) for p in extra], ops=ops)
         except ParamError as e:
             log('%s: refused to start %s: %s; fix: run deploy_pd.yml again' % (PREFIX, cfg['unit'], e))
             return EXIT_CONFIG

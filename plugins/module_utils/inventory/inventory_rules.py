@@ -5,9 +5,9 @@
 on the controller, before any host is touched; filter pd_inventory_errors builds the view).
 
 The view is plain data: {"groups": {group: [host, ...]}, "hosts": {host: {variable: value}},
-"broken": [[host, variable, why], ...], "rollout": "parallel", "windows": {...}}; a variable the
-inventory does not define is absent; "windows" are the reserved port windows of the ports stage
-(monitoring_ports.py). Each rule takes a ClusterView and yields Findings. To add a rule, write
+"broken": [[host, variable, why], ...], "rollout": "parallel"}; a variable the inventory does not
+define is absent. The reserved port windows come from each host's engine env
+(port_windows.reserved_windows). Each rule takes a ClusterView and yields Findings. To add a rule, write
 ``def rule_x(view): yield Finding(...)`` and append it to RULES: nothing else changes.
 """
 
@@ -19,6 +19,10 @@ import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings, engine_env
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import parallel
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import (
+    DEFAULT_NPU_COUNT, HCCL_PORTS, WINDOW_ENV, reserved_windows,
+)
 
 KINDS = ("prefill", "decode")
 ROLLOUTS = ("parallel", "serial", "canary", "rolling")
@@ -56,7 +60,8 @@ PORT_VARS = ("vllm_pd_kv_port", "prefill_kv_port", "vllm_pd_decode_kv_port", "de
              "prefill_api_port", "decode_api_port", "vllm_pd_proxy_port",
              "vllm_pd_prefill_dp_rpc_port", "vllm_pd_decode_dp_rpc_port")
 COUNT_VARS = ("vllm_pd_prefill_tp_size", "vllm_pd_decode_tp_size", "vllm_pd_prefill_dp_size",
-              "vllm_pd_decode_dp_size", "vllm_pd_npu_count", "vllm_pd_abort_request_timeout",
+              "vllm_pd_decode_dp_size", "vllm_pd_prefill_pp_size", "vllm_pd_prefill_pcp_size",
+              "vllm_pd_decode_pp_size", "vllm_pd_decode_pcp_size", "vllm_pd_npu_count", "vllm_pd_abort_request_timeout",
               "vllm_pd_ready_timeout")
 # Whole numbers of seconds where 0 means "off".
 SECONDS_VARS = ("vllm_pd_shutdown_timeout", "prefill_shutdown_timeout", "decode_shutdown_timeout")
@@ -143,8 +148,6 @@ class ClusterView(object):
         self.hostvars = data.get("hosts") or {}
         self.broken = [tuple(b) for b in data.get("broken") or []]
         self.rollout = data.get("rollout", "parallel")
-        # the reserved windows of the ports stage (monitoring_ports.WINDOWS); filter pd_inventory_errors sets them
-        self.windows = data.get("windows") or {}
         self.prefill = self.groups.get("vllm_pd_prefill", [])
         self.decode = self.groups.get("vllm_pd_decode", [])
         self.proxy = self.groups.get("vllm_pd_proxy", [])
@@ -444,6 +447,10 @@ def rule_engine_env(view):
                                 "quote the value, e.g. %s: \"1\"" % key)
                     continue
                 value = str(value)
+                if key in WINDOW_ENV and not _is_port(value):
+                    yield hfind(view, h, var, "%s.%s=%s is not a port 1-65535 (it moves a port window the Ascend "
+                                "transports bind from)" % (var, key, value), "give a port number 1-65535")
+                    continue
                 m = CONTROL.search(value.replace("\t", ""))
                 if m:
                     yield hfind(view, h, var, "%s.%s holds the control character %r (a newline would add variables "
@@ -452,6 +459,81 @@ def rule_engine_env(view):
                     yield hfind(view, h, var, "%s.%s cannot be passed with --env-file (podman and docker read "
                                 "the value literally, systemd strips or unquotes it)" % (var, key),
                                 "drop the leading/trailing blanks, backslashes and leading quote from the value")
+
+
+def _is_port(value):
+    n = as_int(str(value).strip())
+    return n is not None and 1 <= n <= 65535
+
+
+def rule_port_windows(view):
+    """The windows the engine env moves (ASCEND_BASE_PORT, MC_MIN/MAX_RPC_PORT, HCCL_IF_BASE_PORT) must make sense
+    together: the preflight, the start guard and the doctor read them with port_windows.reserved_windows."""
+    for h in view.hosts:
+        for kind in view.kinds(h):
+            var, env = _engine_env(view, h, kind)
+            if not all(_is_port(env[k]) for k in WINDOW_ENV if k in env):
+                continue  # a value that is not a port: rule_engine_env
+            try:
+                reserved_windows(env, 0)
+            except ValueError as exc:
+                yield hfind(view, h, var, "%s: %s" % (var, exc), "keep MC_MIN_RPC_PORT at or below MC_MAX_RPC_PORT "
+                            "and HCCL_IF_BASE_PORT at or below %d" % (65536 - HCCL_PORTS))
+
+
+def _message_fix(text, default_fix=""):
+    """'WHAT. Fix: HOW' (parallel.py's sentences) -> (WHAT, HOW)."""
+    what, _sep, fix = text.partition(". Fix: ")
+    return what, fix or default_fix
+
+
+def rule_parallel_sizes(view):
+    """Pipeline and prefill context parallel sizes: one value per side (variable or extra args, equal if both),
+    what the release's connector can serve, the same on every host of a side, and a user
+    kv_connector_extra_config that agrees with them (parallel.py)."""
+    for name, members in sorted(view.clusters.items()) + [("", [h for h in view.hosts if not view.cluster_of(h)])]:
+        plan = {}
+        for kind, group in (("prefill", view.prefill), ("decode", view.decode)):
+            seen = {}
+            for h in [x for x in members if x in group]:
+                args_var, args = view.first(h, kind + "_extra_args", "vllm_pd_extra_args", default=[])
+                if not is_list(args):
+                    continue  # rule_argv_words
+                pp_var, pcp_var = parallel.VARIABLE % (kind, "pp"), parallel.VARIABLE % (kind, "pcp")
+                if as_int(view.get(h, pp_var, 1)) is None or as_int(view.get(h, pcp_var, 1)) is None:
+                    continue  # rule_numbers
+                try:
+                    sizes = parallel.side_sizes(kind, args, view.get(h, pp_var), view.get(h, pcp_var), args_var)
+                except ValueError as exc:
+                    what, fix = _message_fix(str(exc), "write the size as a whole number after the option")
+                    yield hfind(view, h, pp_var if pp_var in what or "pipeline" in what else pcp_var, what, fix)
+                    continue
+                why = parallel.release_problem(kind, sizes["pp"], sizes["pcp"], view.get(h, "vllm_pd_vllm_ascend_version"))
+                if why:
+                    yield hfind(view, h, pp_var if sizes["pp"] > 1 else pcp_var, *_message_fix(why))
+                seen.setdefault((sizes["pp"], sizes["pcp"]), []).append(h)
+            if len(seen) > 1:
+                yield Finding(name, "", parallel.VARIABLE % (kind, "pp"), "the %s hosts launch with different pipeline/"
+                              "context parallel sizes (%s); D reads one prefill.pp_size for all of them" % (kind, "; ".join(
+                                  "pp %d pcp %d on %s" % (k[0], k[1], ", ".join(v)) for k, v in sorted(seen.items()))),
+                              "set vllm_pd_%s_pp_size / vllm_pd_%s_pcp_size (or the extra args) once in the cluster "
+                              "group vars" % (kind, kind))
+            elif seen:
+                plan[kind] = list(seen)[0]
+        if "prefill" not in plan:
+            continue
+        for h in members:
+            user = view.get(h, "vllm_pd_kv_connector_extra")
+            tp = view.int_of(h, "vllm_pd_prefill_tp_size")
+            prefill = {"pp_size": plan["prefill"][0]}
+            if tp:
+                prefill["tp_size"] = tp
+            decode = {"pp_size": 1}
+            if view.int_of(h, "vllm_pd_decode_tp_size"):
+                decode["tp_size"] = view.int_of(h, "vllm_pd_decode_tp_size")
+            why = parallel.extra_config_problem(user, prefill, decode)
+            if why:
+                yield hfind(view, h, "vllm_pd_kv_connector_extra", *_message_fix(why))
 
 
 def _ranks(raw):
@@ -471,6 +553,9 @@ def rule_host_layout(view):
         if not all(x for x in (kv, p_tp, d_tp, dps["prefill"], dps["decode"])):
             continue  # missing or not a number: reported by rule_required / rule_numbers
         tps = {"prefill": p_tp, "decode": d_tp}
+        # a DP rank takes tp*pp*pcp ports of the group and as many NPUs (bad sizes: rule_parallel_sizes)
+        widths = dict((k, tps[k] * _pp_pcp(view, h, k)[0] * _pp_pcp(view, h, k)[1]) for k in KINDS)
+        p_w = widths["prefill"]
         ext, served = {}, {}
         for kind in KINDS:
             dp = dps[kind]
@@ -492,8 +577,8 @@ def rule_host_layout(view):
                     uniq.append(r)
             ext[kind] = uniq
             served[kind] = uniq or list(range(dp))
-        lo = kv + min(served["prefill"]) * p_tp
-        hi = kv + max(served["prefill"]) * p_tp + p_tp - 1
+        lo = kv + min(served["prefill"]) * p_w
+        hi = kv + max(served["prefill"]) * p_w + p_w - 1
         ports = []
         for kind in view.kinds(h):
             base = view.int_of(h, kind + "_api_port", DEFAULT_API_PORT[kind])
@@ -503,8 +588,8 @@ def rule_host_layout(view):
                 var = "vllm_pd_%s_dp_rpc_port" % kind
                 ports.append((var, view.int_of(h, var, DEFAULT_DP_RPC_PORT[kind]) or 0))
         if h in view.prefill and (lo < 1024 or hi > 65535):
-            yield hfind(view, h, "vllm_pd_kv_port", "the prefill port group %d-%d (vllm_pd_kv_port + dp_rank*tp .. "
-                        "+ tp-1) leaves 1024-65535" % (lo, hi),
+            yield hfind(view, h, "vllm_pd_kv_port", "the prefill port group %d-%d (vllm_pd_kv_port + dp_rank*tp*pp*pcp "
+                        ".. + tp*pp*pcp-1) leaves 1024-65535" % (lo, hi),
                         "choose vllm_pd_kv_port so the whole group fits")
         if h in view.proxy:
             ports.append(("vllm_pd_proxy_port", view.int_of(h, "vllm_pd_proxy_port", DEFAULT_PROXY_PORT) or 0))
@@ -515,11 +600,11 @@ def rule_host_layout(view):
             if port > 65535:
                 yield hfind(view, h, name.split(" ")[0], "%s=%d is outside the TCP ports 1-65535" % (name, port),
                             "choose a lower port")
-            group_rank = (port - kv) // p_tp
+            group_rank = (port - kv) // p_w
             if h in view.prefill and port >= kv and group_rank in served["prefill"]:
-                start = kv + group_rank * p_tp
+                start = kv + group_rank * p_w
                 yield hfind(view, h, name.split(" ")[0], "%s=%d lies inside the prefill port group of DP rank %d "
-                            "(%d-%d)" % (name, port, group_rank, start, start + p_tp - 1),
+                            "(%d-%d)" % (name, port, group_rank, start, start + p_w - 1),
                             "move %s or vllm_pd_kv_port" % name)
             if port in seen:
                 yield hfind(view, h, name.split(" ")[0], "%s and %s are both %d on one host" % (seen[port], name, port),
@@ -533,7 +618,7 @@ def rule_host_layout(view):
                 yield hfind(view, h, kind + "_devices", "%s_devices=%s must be a list of NPU ids, e.g. [0, 1]"
                             % (kind, show(raw)), "write the NPU ids as a YAML list of numbers")
                 continue
-            devs[kind] = (ids or list(range(tps[kind] * len(served[kind]))), tps[kind] * len(served[kind]))
+            devs[kind] = (ids or list(range(widths[kind] * len(served[kind]))), widths[kind] * len(served[kind]))
         if "prefill" in devs and "decode" in devs:
             shared = [d for d in devs["prefill"][0] if d in devs["decode"][0]]
             if shared:
@@ -546,21 +631,37 @@ def rule_host_layout(view):
                 continue
             ids, need = devs[kind]
             if len(ids) != need:
-                yield hfind(view, h, kind + "_devices", "%s_devices has %d NPU ids but tp x the DP ranks this host "
-                            "serves is %d" % (kind, len(ids), need), "list exactly %d ids" % need)
+                yield hfind(view, h, kind + "_devices", "%s_devices has %d NPU ids but tp*pp*pcp x the DP ranks this "
+                            "host serves is %d" % (kind, len(ids), need), "list exactly %d ids" % need)
             if npus and max(ids) >= npus:
                 yield hfind(view, h, kind + "_devices", "%s uses NPU %d but the host has vllm_pd_npu_count=%d "
                             "(ids 0-%d)" % (kind, max(ids), npus, npus - 1),
                             "lower tp/dp or set %s_devices" % kind)
 
 
-def _ascend_base_port(view, h):
-    """ASCEND_BASE_PORT of the host's engine env (the ADXL window's start), else vLLM-Ascend's default."""
-    for var in ENV_VARS:
-        env = view.get(h, var)
-        if isinstance(env, dict) and as_int(env.get("ASCEND_BASE_PORT")):
-            return as_int(env["ASCEND_BASE_PORT"])
-    return view.windows["ascend_base_port"]
+def _engine_env(view, h, kind):
+    """(variable, mapping) of the environment KIND's engines on H get (the role's <kind>_env before vllm_pd_engine_env)."""
+    var, env = view.first(h, kind + "_env", "vllm_pd_engine_env", default={})
+    return var, env if isinstance(env, dict) else {}
+
+
+def _pp_pcp(view, h, kind):
+    """(pp, pcp) of KIND's engines on H; (1, 1) when they cannot be read (rule_parallel_sizes names why)."""
+    _var, args = view.first(h, kind + "_extra_args", "vllm_pd_extra_args", default=[])
+    try:
+        sizes = parallel.side_sizes(kind, args if is_list(args) else [], view.get(h, "vllm_pd_%s_pp_size" % kind),
+                                    view.get(h, "vllm_pd_%s_pcp_size" % kind))
+    except ValueError:
+        return 1, 1
+    return sizes["pp"], sizes["pcp"]
+
+
+def _windows(view, h, kind, npus):
+    """port_windows.reserved_windows of KIND's engine env on H (None when a value is bad: rule_engine_env says so)."""
+    try:
+        return reserved_windows(_engine_env(view, h, kind)[1], npus)
+    except ValueError:
+        return None
 
 
 def rule_monitoring_ports(view):
@@ -582,10 +683,14 @@ def rule_monitoring_ports(view):
             rpc = view.int_of(h, "vllm_pd_%s_dp_rpc_port" % kind, DEFAULT_DP_RPC_PORT[kind])
             if not all((kv, tp, dp, api)) or ranks is None:
                 continue
-            taken += M.engine_taken(kind, kv, tp, dp, sorted(set(ranks)), api, rpc)
-        if kinds and view.windows:
-            npus = view.int_of(h, "vllm_pd_npu_count", view.windows["npu_count"]) or view.windows["npu_count"]
-            taken += M.windows_taken(view.windows, npus, _ascend_base_port(view, h))
+            pp, pcp = _pp_pcp(view, h, kind)
+            taken += M.engine_taken(kind, kv, tp, dp, sorted(set(ranks)), api, rpc, pp=pp, pcp=pcp)
+        npus = view.int_of(h, "vllm_pd_npu_count", DEFAULT_NPU_COUNT) or DEFAULT_NPU_COUNT
+        for kind in kinds:
+            win = _windows(view, h, kind, npus)
+            for t in M.windows_taken(win) if win else []:
+                if t not in taken:
+                    taken.append(t)
         if h in view.proxy:
             port = view.int_of(h, "vllm_pd_proxy_port", DEFAULT_PROXY_PORT)
             if port:
@@ -738,7 +843,7 @@ def rule_state(view):
 RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
-    rule_host_layout, rule_monitoring_ports,
+    rule_port_windows, rule_parallel_sizes, rule_host_layout, rule_monitoring_ports,
     rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy, rule_benchmark,
     rule_state,
 ]

@@ -12,20 +12,20 @@ Defaults: Grafana 3000, Prometheus 9090, node_exporter 9100, npu-exporter 8082
 Pure functions: inventory values in, (port, collision) pairs out. The instances follow
 plugins/filter/pd_instances.py: internal DP is one instance serving ranks 0..dp-1, external DP one
 instance per listed rank, API port + its index on the host; a prefill instance binds
-kv_port + rank * tp .. + tp - 1 for each rank it serves (the same ports for a dense model, whose
-independent instances get kv_port + R * tp with rank 0 in the formula). The reserved windows belong
-to the ports stage (ports/port_group.py, which kv_port_group checks against): filter
-pd_inventory_errors hands them in as WINDOWS.
+kv_port + rank * w .. + w - 1 for each rank it serves, w = tp*pp*pcp (the same ports for a dense model, whose
+independent instances get kv_port + R * w with rank 0 in the formula). The reserved windows belong
+to the ports stage: port_windows.reserved_windows of the host's engine environment, the function the
+preflight, the start guard and the doctor call too.
 """
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import ADXL_PORTS_PER_NPU
+
 CHECK = 'MonitoringPortCollision'
 VARIABLE = 'vllm_pd_monitoring_ports'
 DEFAULT_MONITORING_PORTS = (3000, 9090, 9100, 8082)
-# WINDOWS: {"ascend_base_port": default ADXL start, "adxl_ports_per_npu", "npu_count": default NPUs,
-# "te_rpc": [lo, hi], "hccl": [lo, hi]}
 KNOWN = {3000: 'Grafana', 9090: 'Prometheus', 9100: 'node_exporter', 8082: 'npu-exporter'}
 
 
@@ -52,17 +52,19 @@ def ranks_text(ranks):
     return str(ranks[0]) if len(ranks) == 1 else '%d-%d' % (ranks[0], ranks[-1])
 
 
-def engine_taken(kind, kv_port, tp, dp, ranks, api_port, dp_rpc_port=None):
+def engine_taken(kind, kv_port, tp, dp, ranks, api_port, dp_rpc_port=None, pp=1, pcp=1):
     """What one kind's instances take on a host: [(lo, hi, what, fix)]. Only a prefill instance binds
-    its kv_port group (the decode side connects to it)."""
+    its kv_port group (the decode side connects to it): tp*pp*pcp ports per DP rank."""
+    width = tp * pp * pcp
     slots = [(r, [r]) for r in ranks] if ranks else [(None, list(range(dp)))]
     out = []
     for index, (rank, served) in enumerate(slots):
         name = kind if rank is None else '%s-dp%d' % (kind, rank)
         if kind == 'prefill':
-            lo, hi = kv_port + served[0] * tp, kv_port + (served[-1] + 1) * tp - 1
-            out.append((lo, hi, 'the kv_port group %d-%d of instance %s (vllm_pd_kv_port=%d, tp %d, '
-                        'DP rank(s) %s)' % (lo, hi, name, kv_port, tp, ranks_text(served)),
+            lo, hi = kv_port + served[0] * width, kv_port + (served[-1] + 1) * width - 1
+            sizes = 'tp %d' % tp + (', pp %d' % pp if pp > 1 else '') + (', pcp %d' % pcp if pcp > 1 else '')
+            out.append((lo, hi, 'the kv_port group %d-%d of instance %s (vllm_pd_kv_port=%d, %s, '
+                        'DP rank(s) %s)' % (lo, hi, name, kv_port, sizes, ranks_text(served)),
                         'or move vllm_pd_kv_port so the group avoids it'))
         port = api_port + index
         out.append((port, port, 'the API port %d of instance %s (%s_api_port)' % (port, name, kind),
@@ -74,16 +76,16 @@ def engine_taken(kind, kv_port, tp, dp, ranks, api_port, dp_rpc_port=None):
     return out
 
 
-def windows_taken(windows, npu_count, ascend_base_port):
-    """The windows every engine host keeps for the Ascend transports (WINDOWS, see above)."""
+def windows_taken(windows):
+    """The windows an engine host keeps for the Ascend transports: WINDOWS is port_windows.reserved_windows of the
+    host's engine environment (the preflight's and the start guard's function)."""
     te, hccl = tuple(windows['te_rpc']), tuple(windows['hccl'])
-    out = [(te[0], te[1], 'the Mooncake Transfer Engine RPC range %d-%d' % te, ''),
-           (hccl[0], hccl[1], 'the HCCL port range %d-%d' % hccl, '')]
-    if npu_count > 0:
-        hi = ascend_base_port + windows['adxl_ports_per_npu'] * npu_count - 1
-        out.insert(0, (ascend_base_port, hi, 'the AscendDirectTransport (ADXL) window %d-%d (ASCEND_BASE_PORT %d + '
-                       '%d per NPU, %d NPUs)' % (ascend_base_port, hi, ascend_base_port, windows['adxl_ports_per_npu'],
-                                                 npu_count), ''))
+    out = [(te[0], te[1], 'the Mooncake Transfer Engine RPC range %d-%d (MC_MIN_RPC_PORT-MC_MAX_RPC_PORT)' % te, ''),
+           (hccl[0], hccl[1], 'the HCCL port range %d-%d (HCCL_IF_BASE_PORT)' % hccl, '')]
+    if windows['adxl']:
+        lo, hi = windows['adxl']
+        out.insert(0, (lo, hi, 'the AscendDirectTransport (ADXL) window %d-%d (ASCEND_BASE_PORT %d + %d per NPU)'
+                       % (lo, hi, windows['ascend_base_port'], ADXL_PORTS_PER_NPU), ''))
     return out
 
 

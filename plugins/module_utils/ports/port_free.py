@@ -12,15 +12,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import os
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import params as P
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import (
     blocker_fix, build_holders, describe_holder, normalize_unit, plan_stops, split_holders,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
-    DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, parse_port_list, port_group, range_findings,
-)
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import parse_port_list, port_group, range_findings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.sockets import classify, format_endpoint, is_wildcard
 
 DEFAULT_TE_RPC_RANGE = [15000, 17000]
@@ -70,15 +68,13 @@ def resolve_npu_count(npu_count, detected):
                                '(set npu_count or adxl_window to override)' % DEFAULT_NPU_COUNT)
 
 
-def resolve_base_port(ascend_base_port, environ=None):
+def resolve_base_port(ascend_base_port):
+    """The ADXL window's start: the value given (the engine environment's ASCEND_BASE_PORT, from
+    port_windows.reserved_windows), else Mooncake's default. Never this process's own environment: the
+    engine's is what counts, and the caller knows it."""
     if ascend_base_port is not None:
         return P.port('ascend_base_port', ascend_base_port)
-    raw = (os.environ if environ is None else environ).get('ASCEND_BASE_PORT') or DEFAULT_ASCEND_BASE_PORT
-    try:
-        return P.port('ASCEND_BASE_PORT', int(raw))
-    except (ValueError, TypeError):
-        raise P.ParamError('ASCEND_BASE_PORT', raw, 'the environment variable is not a port number; set '
-                                                    'ascend_base_port')
+    return DEFAULT_ASCEND_BASE_PORT
 
 
 def resolve_adxl_window(aw, base, npu):

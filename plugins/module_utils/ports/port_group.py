@@ -13,21 +13,17 @@ import glob
 import os
 import re
 
-DEFAULT_ASCEND_BASE_PORT = 20000
-# vLLM-Ascend doc table width (Mooncake v0.3.7 used dev_id*1000); newer
-# Mooncake uses 100 per device, so 1000 is the conservative upper bound.
-ADXL_PORTS_PER_NPU = 1000
-DEFAULT_NPU_COUNT = 8
-TE_RPC_RANGE = (15000, 17000)
-HCCL_RANGE = (60000, 60031)
+# The windows a group must avoid (ADXL, Transfer Engine RPC, HCCL) are decided in common/port_windows.py.
 DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
 
 
 def port_group(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_size_local=1):
-    """Ports vllm-ascend's MooncakeConnectorV1 binds on a producer node.
+    """Ports vllm-ascend's MooncakeConnectorV1 binds on a producer node, in worker order.
 
-    side_channel_port = kv_port + dp_rank * tp * pp * pcp; each worker binds
-    side_channel_port + device_index, device_index in [0, tp * pp * pcp).
+    side_channel_port = kv_port + dp_rank * tp * pp * pcp (the DP stride); each worker binds
+    side_channel_port + (pp_rank * pcp + pcp_rank) * tp + tp_rank, which runs over [0, tp * pp * pcp)
+    (vllm-ascend 0.23 mooncake_connector.py 1650-1657, 2029-2038; 0.18 has the same ports with pp and pcp
+    exclusive). A consumer (decode) binds none of them. pp_size and pcp_size default to 1.
     """
     for name, value in (('tp_size', tp_size), ('pp_size', pp_size),
                         ('pcp_size', pcp_size), ('dp_size_local', dp_size_local)):
@@ -112,13 +108,6 @@ def detect_npu_count(dev_root='/dev'):
     """Count /dev/davinciN device nodes (not davinci_manager)."""
     return len([p for p in glob.glob(os.path.join(dev_root, 'davinci[0-9]*'))
                 if re.match(r'^davinci\d+$', os.path.basename(p))])
-
-
-def adxl_window(base_port, npu_count, ports_per_npu=ADXL_PORTS_PER_NPU):
-    """Inclusive (lo, hi) of the AscendDirectTransport window, or None if empty."""
-    if npu_count <= 0:
-        return None
-    return base_port, base_port + ports_per_npu * npu_count - 1
 
 
 def span(ports):

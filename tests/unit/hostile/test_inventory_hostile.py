@@ -378,6 +378,36 @@ ROWS = [
     ('monitoring_port_over', dict(c=dict(vllm_pd_monitoring_ports=[3000, 70000])),
      Err('vllm_pd_monitoring_ports', 'd', 'vllm_pd_monitoring_ports[1]=70000', '1-65535')),
     ('monitoring_ports_clear', dict(c=dict(vllm_pd_monitoring_ports=[3000, 9090, 9100, 8082, 30002, 29999])), Safe()),
+    # --- pipeline / prefill context parallel sizes (inventory/parallel.py) and the engine env's port windows
+    ('pp_variable_and_args_disagree', dict(p=dict(vllm_pd_prefill_pp_size=4, prefill_extra_args=['-pp', '2'])),
+     Err('vllm_pd_prefill_pp_size', 'p', 'vllm_pd_prefill_pp_size=4 but prefill_extra_args pass --pipeline-parallel-size 2',
+         'in one place')),
+    ('pp_args_not_a_number', dict(c=dict(vllm_pd_extra_args=['--pipeline-parallel-size=two'])),
+     Err('vllm_pd_prefill_pp_size', 'p', '--pipeline-parallel-size two', 'not a whole number')),
+    ('pp_and_pcp_on_0_18', dict(c=dict(vllm_pd_vllm_ascend_version='0.18.0', vllm_pd_prefill_pp_size=2,
+                                       vllm_pd_prefill_pcp_size=2)),
+     Err('vllm_pd_prefill_pp_size', 'p', "vllm-ascend 0.18.0's Mooncake connector", 'not both', 'to 1')),
+    ('decode_pipeline_parallel', dict(d=dict(decode_extra_args=['-pp', '2'])),
+     Err('vllm_pd_decode_pp_size', 'd', 'decode pp size must be 1', 'set vllm_pd_decode_pp_size to 1')),
+    ('prefill_pp_differs_between_hosts', dict(p=dict(vllm_pd_prefill_pp_size=2), x='two_prefill'),
+     Err('vllm_pd_prefill_pp_size', 'c', 'different pipeline/context parallel sizes', 'pp 2 pcp 1')),
+    ('user_extra_pp_size_disagrees', dict(c=dict(vllm_pd_kv_connector_extra={'prefill': {'pp_size': 2}})),
+     Err('vllm_pd_kv_connector_extra', 'p', 'prefill.pp_size=2 disagrees with the plan', 'launches with 1')),
+    ('pp_layer_partition_wrong_count', dict(c=dict(vllm_pd_prefill_pp_size=2,
+                                                   vllm_pd_kv_connector_extra={'prefill': {'pp_layer_partition': '30'}})),
+     Err('vllm_pd_kv_connector_extra', 'd', 'pp_layer_partition=30', '2 comma-separated numbers')),
+    ('monitoring_in_pp_group', dict(c=dict(vllm_pd_prefill_pp_size=2, vllm_pd_monitoring_ports=[30003])),
+     Err('vllm_pd_monitoring_ports', 'p', 'kv_port group 30000-30003 of instance prefill', 'tp 2, pp 2')),
+    ('monitoring_in_moved_te_rpc_range', dict(c=dict(vllm_pd_monitoring_ports=[41000], vllm_pd_engine_env={
+        'MC_MIN_RPC_PORT': '40000', 'MC_MAX_RPC_PORT': '42000'})),
+     Err('vllm_pd_monitoring_ports', 'd', '41000', 'RPC range 40000-42000')),
+    ('monitoring_in_moved_hccl_range', dict(c=dict(vllm_pd_monitoring_ports=[50010], prefill_env={
+        'HCCL_IF_BASE_PORT': '50000'})),
+     Err('vllm_pd_monitoring_ports', 'p', '50010', 'HCCL port range 50000-50031')),
+    ('env_hccl_base_not_a_port', dict(c=dict(vllm_pd_engine_env={'HCCL_IF_BASE_PORT': '70000'})),
+     Err('vllm_pd_engine_env', 'p', 'HCCL_IF_BASE_PORT=70000', 'port number')),
+    ('env_te_rpc_range_empty', dict(c=dict(vllm_pd_engine_env={'MC_MIN_RPC_PORT': '17001'})),
+     Err('vllm_pd_engine_env', 'd', 'RPC range is empty', 'MC_MIN_RPC_PORT at or below MC_MAX_RPC_PORT')),
 ]
 NAMES = [r[0] for r in ROWS]
 # names make cluster and host names: they must stay valid
@@ -405,6 +435,10 @@ def _inventory():
         if isinstance(expect, Safe) and 'engine_runtime' in group:
             pv['engine_runtime'] = group.pop('engine_runtime')
         children['cluster_' + name] = {'hosts': {p: pv, d: dv}, 'vars': group}
+        if spec.get('x') == 'two_prefill':
+            p2 = 'p2-' + name
+            hosts_p[p2] = {}
+            children['cluster_' + name]['hosts'][p2] = dict(ansible_host='203.0.113.%d' % (i + 1))
         if spec.get('x') == 'two_clusters':
             children['cluster_' + name + '_b'] = {'hosts': {p: {}}, 'vars': dict(BASE, vllm_pd_cluster=name + '_b')}
     children.update(vllm_pd_prefill={'hosts': hosts_p}, vllm_pd_decode={'hosts': hosts_d}, vllm_pd_proxy={'hosts': proxy})

@@ -41,32 +41,32 @@ def test_bad_role_and_connector():
 ])
 def test_producer_extra_config_must_match_what_it_launches(tp, dp, match):
     with pytest.raises(config.ConfigError, match=match):
-        config.check_parallel(cfg(), tp, dp, 1)
+        config.check_parallel(cfg(), tp, dp)
 
 
 def test_consumer_is_checked_against_decode_block():
     c = cfg(kv_role="kv_consumer")
     c["kv_connector_extra_config"]["decode"]["tp_size"] = 4
-    config.check_parallel(c, 4, 1, 1)
+    config.check_parallel(c, 4, 1)
     with pytest.raises(config.ConfigError, match="'decode' config has a conflicting tensor parallel size 4"):
-        config.check_parallel(c, 8, 1, 1)
+        config.check_parallel(c, 8, 1)
 
 
 def test_prefill_tp_below_decode_tp_and_indivisible():
     c = cfg()
     c["kv_connector_extra_config"]["decode"]["tp_size"] = 16
     with pytest.raises(config.ConfigError, match="greater than or equal"):
-        config.check_parallel(c, 8, 1, 1)
+        config.check_parallel(c, 8, 1)
     c["kv_connector_extra_config"]["decode"]["tp_size"] = 3
     with pytest.raises(config.ConfigError, match="divisible"):
-        config.check_parallel(c, 8, 1, 1)
+        config.check_parallel(c, 8, 1)
 
 
 def test_missing_blocks_are_assertions():
     c = cfg()
     del c["kv_connector_extra_config"]["decode"]
     with pytest.raises(config.ConfigError, match="must contain 'decode'"):
-        config.check_parallel(c, 8, 1, 1)
+        config.check_parallel(c, 8, 1)
 
 
 def test_engine_id_gets_a_suffix_per_process():
@@ -79,3 +79,19 @@ def test_port_group_formula():
     assert config.handshake_ports(28002, 1, 8) == list(range(28010, 28018))
     assert config.handshake_ports(30000, 1, 4, pp_size=2) == list(range(30008, 30016))
     assert config.side_channel_port(30000, 3, 2, 1, 2) == 30012
+
+
+def test_prefill_pp_size_is_read_not_checked_against_the_own_pp_and_decode_pp_must_be_1():
+    # vllm-ascend 0.23: check_kv_extra_config compares tp and dp only; the connector asserts decode pp 1
+    c = cfg()
+    c["kv_connector_extra_config"]["prefill"]["pp_size"] = 2
+    config.check_parallel(c, 8, 1)
+    c["kv_connector_extra_config"]["decode"]["pp_size"] = 2
+    with pytest.raises(config.ConfigError, match="decode pp size must be 1"):
+        config.check_parallel(c, 8, 1)
+
+
+@pytest.mark.parametrize("tp, pp, pcp, rank", [(2, 2, 1, 0), (2, 2, 1, 1), (1, 1, 2, 3), (2, 2, 2, 1)])
+def test_handshake_ports_follow_the_connector(tp, pp, pcp, rank):
+    assert config.handshake_ports(30000, rank, tp, pp, pcp) == [
+        30000 + rank * tp * pp * pcp + (p * pcp + c) * tp + t for p in range(pp) for c in range(pcp) for t in range(tp)]

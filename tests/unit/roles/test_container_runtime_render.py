@@ -118,7 +118,29 @@ def test_guard_checks_the_ports_of_the_plan_for_a_dense_instance(tmp_path):
     engine = dict(ENGINE, engine_name='prefill-dp1', engine_kv_port=30002)
     render(tmp_path, {'p1': dict(COMMON, render_guard=True, vllm_pd_instances=plan, **engine), 'd1': dict(COMMON)})
     group = json.loads((tmp_path / 'p1-guard-group.json').read_text())
-    assert group == {'kv_port': 30002, 'tp_size': 2, 'dp_rank_start': 0, 'dp_size_local': 1}
+    assert group == {'kv_port': 30002, 'tp_size': 2, 'pp_size': 1, 'pcp_size': 1, 'dp_rank_start': 0, 'dp_size_local': 1}
+
+
+def test_pipeline_parallel_reaches_the_command_the_extra_config_and_the_guard(tmp_path):
+    """P's pipeline size from its plan: --pipeline-parallel-size when only the variable gives it, prefill.pp_size in
+    the kv_connector_extra_config of P and D, the user's own keys kept (recursive merge), and the guard's group."""
+    inst = {'name': 'prefill', 'kv_port': 30000, 'dp_rank_start': 1, 'port_rank_start': 1, 'dp_size_local': 1,
+            'dp_size': 2, 'tp': 2, 'pp': 2, 'pcp': 1, 'parallel_args': ['--pipeline-parallel-size', '2']}
+    user = {'vllm_pd_kv_connector_extra': {'prefill': {'pp_layer_partition': '15,17'}, 'other': 1},
+            'vllm_pd_prefill_pp_size': 2}
+    engine = dict(ENGINE, engine_parallel_args=inst['parallel_args'])
+    for e in ('engine_container_image', 'engine_container_engine', 'engine_container_run_options'):
+        engine.pop(e)
+    render(tmp_path, {'p1': dict(COMMON, render=True, render_guard=True, engine_runtime='systemd',
+                                 vllm_pd_instances={'prefill': [inst], 'decode': []}, **dict(engine, **user)),
+                      'd1': dict(COMMON, **user)})
+    argv = shlex.split(unit_lines(tmp_path / 'p1-vllm-pd.service', 'ExecStart')[0])
+    assert argv[argv.index('--pipeline-parallel-size') + 1] == '2'
+    extra = json.loads(argv[argv.index('--kv-transfer-config') + 1])['kv_connector_extra_config']
+    assert extra['prefill'] == {'tp_size': 2, 'dp_size': 2, 'pp_size': 2, 'pp_layer_partition': '15,17'}
+    assert extra['decode'] == {'tp_size': 2, 'dp_size': 1} and extra['other'] == 1
+    group = json.loads((tmp_path / 'p1-guard-group.json').read_text())
+    assert group == {'kv_port': 30000, 'tp_size': 2, 'pp_size': 2, 'pcp_size': 1, 'dp_rank_start': 1, 'dp_size_local': 1}
 
 
 @pytest.mark.parametrize('version, names', [

@@ -1,7 +1,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.filter.pd_instances import engine_instances, pd_instances
+from ansible_collections.vllm_pd.ascend.plugins.filter.pd_instances import engine_instances, group_ports, pd_instances
 
 
 def test_internal_dp_is_one_instance_with_the_legacy_unit():
@@ -51,7 +51,7 @@ def test_bad_ranks_name_the_variable_and_host(ranks, words):
 def test_wrong_device_count_names_the_need():
     with pytest.raises(ValueError) as err:
         engine_instances("prefill", 4, 2, [0, 1], 8100, devices=[0, 1, 2, 3], hostname="npu-p01")
-    assert "host npu-p01: prefill_devices has 4 NPU ids but this host's prefill instances need tp 4 x 2 rank(s) = 8" \
+    assert "host npu-p01: prefill_devices has 4 NPU ids but this host's prefill instances need tp*pp*pcp 4 x 2 rank(s) = 8" \
         in str(err.value)
 
 
@@ -113,3 +113,35 @@ def test_group_text_names_the_plan():
     assert group_ports(moe) == group_ports(dense) == [28006, 28007, 28008, 28009]
     assert "prefill-dp1" in pd_group_text(dense) and "kv_port 28006" in pd_group_text(dense)
     assert "group 28006-28009" in pd_group_text(moe) and "DP rank in the port formula 1" in pd_group_text(moe)
+
+
+def test_pipeline_and_context_parallel_widen_the_group_and_the_npus():
+    # MoE, tp 2, pp 2, pcp 2, external DP ranks 1 and 2: each rank 8 ports and 8 NPUs
+    out = engine_instances("prefill", 2, 4, [1, 2], 8100, kv_port=30000, pp_size=2, pcp_size=2)
+    assert [(i["kv_port"], i["port_rank_start"], i["pp"], i["pcp"], len(i["devices"])) for i in out] == \
+        [(30000, 1, 2, 2, 8), (30000, 2, 2, 2, 8)]
+    assert group_ports(out[0]) == list(range(30008, 30016))
+    # a dense model's independent instances get kv_port + R*tp*pp*pcp of their own
+    dense = engine_instances("prefill", 2, 2, [0, 1], 8100, kv_port=30000, model_kind="dense", pp_size=2)
+    assert [(i["kv_port"], group_ports(i)) for i in dense] == [
+        (30000, [30000, 30001, 30002, 30003]), (30004, [30004, 30005, 30006, 30007])]
+
+
+@pytest.mark.parametrize("tp, pp, pcp, rank", [(1, 2, 1, 0), (2, 2, 1, 1), (4, 1, 2, 3), (2, 2, 2, 2)])
+def test_group_ports_is_the_connector_formula_in_worker_order(tp, pp, pcp, rank):
+    inst = engine_instances("prefill", tp, 4, [rank], 8100, kv_port=40000, pp_size=pp, pcp_size=pcp)[0]
+    assert group_ports(inst) == [40000 + rank * tp * pp * pcp + (p * pcp + c) * tp + t
+                                 for p in range(pp) for c in range(pcp) for t in range(tp)]
+    assert group_ports(dict(inst, pp=1, pcp=1)) == [40000 + rank * tp + t for t in range(tp)]
+
+
+def test_the_filter_reads_the_sizes_from_variables_and_extra_args():
+    [i] = pd_instances("prefill", 2, 1, [], 8100, kv_port=30000, extra_args=["--pipeline-parallel-size", "2"])
+    assert (i["pp"], i["pcp"], i["parallel_args"]) == (2, 1, [])
+    [i] = pd_instances("prefill", 2, 1, [], 8100, kv_port=30000, pp_size=2, pcp_size="1")
+    assert (i["pp"], i["parallel_args"]) == (2, ["--pipeline-parallel-size", "2"])
+    [i] = pd_instances("prefill", 2, 1, [], 8100, kv_port=30000, pp_size=2, extra_args=["-pp=2", "-pcp", "2"])
+    assert (i["pp"], i["pcp"], i["parallel_args"]) == (2, 2, [])
+    with pytest.raises(AnsibleFilterError, match="host p1: vllm_pd_prefill_pp_size=4 but prefill_extra_args pass "
+                                                 "--pipeline-parallel-size 2"):
+        pd_instances("prefill", 2, 1, [], 8100, hostname="p1", pp_size=4, extra_args=["-pp", "2"])

@@ -233,8 +233,7 @@ def test_free_static_findings_listed_together(run_module, spawn_listener):
 
 def test_free_ascend_base_port_and_adxl_override(run_module, monkeypatch, free_group):
     ports = free_group(8)
-    monkeypatch.setenv('ASCEND_BASE_PORT', str(ports[0] - 100))
-    failed, res = run_module(M, args(ports, npu_count=1))
+    failed, res = run_module(M, args(ports, npu_count=1, ascend_base_port=ports[0] - 100))
     assert failed and [f['check'] for f in res['findings']] == ['AdxlWindow']
     failed, res = run_module(M, args(ports, npu_count=1, adxl_window=dict(enabled=False)))
     assert not failed and res['adxl_window'] == []

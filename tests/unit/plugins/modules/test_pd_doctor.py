@@ -142,3 +142,26 @@ def test_inspect_engine_in_a_container(run_module, free_group, spawn_listener, f
     # the same engine without the container: its ports are held by a process outside the unit
     failed, res = run_module(M, dict(mode='inspect', address=HOST, ping=False, npu_count=8, engines=[prefill(ports)]))
     assert not failed and sorted(h['port'] for h in res['engines'][0]['group']['foreign']) == ports
+
+
+def test_inspect_checks_both_pipeline_stages_against_the_engines_own_windows(
+        run_module, free_group, spawn_listener, fake_systemd, monkeypatch, tmp_path):
+    ports = free_group(8)   # tp 4 x pp 2: both stages are the group
+    monkeypatch.setenv('HCCL_IF_BASE_PORT', str(ports[6]))   # the engine's own env moves HCCL onto stage 1
+    engine = spawn_listener(HOST, ports)
+    monkeypatch.delenv('HCCL_IF_BASE_PORT')
+    fake_systemd['show'][UNIT] = dict(ActiveState='active', MainPID=str(engine.pid))
+    failed, res = run_module(M, dict(mode='inspect', address=HOST, ping=False, npu_count=8,
+                                     engines=[prefill(ports, tp_size=4, pp_size=2)]))
+    assert not failed, res
+    g = res['engines'][0]['group']
+    assert g['ports'] == ports and sorted(h['port'] for h in g['ok']) == ports
+    [hccl] = [w for w in g['windows'] if w['check'] == 'HcclRange']
+    assert hccl['ports'] == ports[6:] and hccl['window'] == [ports[6], ports[6] + 31]
+    # stopped: the env file it will start with decides
+    env_file = tmp_path / 'prefill.env'
+    env_file.write_text('VLLM_HOST_IP=%s\nMC_MIN_RPC_PORT=%d\nMC_MAX_RPC_PORT=%d\n' % (HOST, ports[0], ports[1]))
+    fake_systemd['show'][UNIT] = dict(ActiveState='failed', MainPID='0')
+    failed, res = run_module(M, dict(mode='inspect', address=HOST, ping=False, npu_count=8,
+                                     engines=[prefill(ports, tp_size=4, pp_size=2, env_file=str(env_file))]))
+    assert [w['ports'] for w in res['engines'][0]['group']['windows'] if w['check'] == 'TeRpcRange'] == [ports[:2]]

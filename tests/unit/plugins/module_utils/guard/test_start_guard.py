@@ -118,6 +118,32 @@ def test_vllm_host_ip_from_the_environment_file_wins(free_group, spawn_listener)
     assert rc == G.EXIT_REFUSED and 'on 127.0.0.4 held by pid %d' % lis.pid in lines[0]
 
 
+@pytest.mark.parametrize('env, check', [
+    ({'MC_MIN_RPC_PORT': 'LO', 'MC_MAX_RPC_PORT': 'HI'}, 'TeRpcRange'),
+    ({'HCCL_IF_BASE_PORT': 'LO'}, 'HcclRange'),
+    ({'ASCEND_BASE_PORT': 'LO'}, 'AdxlWindow'),
+])
+def test_the_windows_come_from_the_engine_environment(free_group, env, check):
+    ports = free_group(5)
+    assert guard(cfg_for(ports), View()) == (0, [])
+    env = dict((k, str(ports[0] - 5 if v == 'LO' else ports[-1])) for k, v in env.items())
+    rc, lines = guard(cfg_for(ports), View(), env=env)
+    assert rc == G.EXIT_REFUSED and '[%s]' % check in lines[0]
+
+
+def test_a_window_variable_that_is_not_a_port_is_a_configuration_error(free_group):
+    rc, lines = guard(cfg_for(free_group(5)), View(), env={'HCCL_IF_BASE_PORT': 'x'})
+    assert rc == G.EXIT_CONFIG and 'HCCL_IF_BASE_PORT=x' in lines[0]
+
+
+def test_the_group_of_a_second_pipeline_stage_is_checked(free_group, spawn_listener):
+    ports = free_group(9)
+    lis = spawn_listener(HOST, [ports[6]])  # tp 2, pp 2, DP rank 1: ports[4..7]; stage 1 of rank 1 is 6-7
+    cfg = cfg_for(ports, group=dict(kv_port=ports[0], tp_size=2, pp_size=2, dp_rank_start=1, dp_size_local=1))
+    rc, lines = guard(cfg, View())
+    assert rc == G.EXIT_REFUSED and 'port %d (kv_port group)' % ports[6] in lines[0] and str(lis.pid) in lines[0]
+
+
 def test_an_address_that_is_not_on_the_host_is_refused_after_the_wait():
     # bind() to a TEST-NET address fails locally with EADDRNOTAVAIL; no packet is sent
     cfg = cfg_for([29000, 29001], host_ip='192.0.2.77')

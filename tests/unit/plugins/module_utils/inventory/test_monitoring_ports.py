@@ -7,10 +7,10 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.filter.pd_inventory_errors import WINDOWS
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import check_names
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules as ir
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import reserved_windows
 
 
 @pytest.mark.parametrize('raw, want', [
@@ -42,10 +42,17 @@ def test_engine_taken_follows_the_plan():
 
 
 def test_windows_follow_port_group():
-    # the windows kv_port_group checks, as the filter hands them in (ports/port_group.py)
-    w = M.windows_taken(WINDOWS, 16, 20000)
+    # the windows kv_port_group checks, from the engine env (port_windows.reserved_windows)
+    w = M.windows_taken(reserved_windows({}, 16))
     assert [x[:2] for x in w] == [(20000, 35999), (15000, 17000), (60000, 60031)]
-    assert [x[:2] for x in M.windows_taken(WINDOWS, 8, 40000)][0] == (40000, 47999)
+    w = M.windows_taken(reserved_windows({'ASCEND_BASE_PORT': '40000', 'MC_MIN_RPC_PORT': '41000',
+                                          'MC_MAX_RPC_PORT': '41500', 'HCCL_IF_BASE_PORT': '50000'}, 8))
+    assert [x[:2] for x in w] == [(40000, 47999), (41000, 41500), (50000, 50031)]
+
+
+def test_engine_taken_widens_with_pp_and_pcp():
+    [(lo, hi, what, _fix), _api] = M.engine_taken('prefill', 28000, 2, 2, [1], 8100, pp=2, pcp=2)
+    assert (lo, hi) == (28008, 28015) and 'tp 2, pp 2, pcp 2' in what
 
 
 def test_collisions_name_port_group_and_fix():
@@ -53,14 +60,14 @@ def test_collisions_name_port_group_and_fix():
     [(port, msg, fix)] = M.collisions([3000, 28005], taken)
     assert port == 28005 and 'kv_port group 28000-28007 of instance prefill' in msg and M.CHECK in msg
     assert 'vllm_pd_monitoring_ports' in fix and 'vllm_pd_kv_port' in fix
-    assert M.collisions(list(M.DEFAULT_MONITORING_PORTS), taken + M.windows_taken(WINDOWS, 8, 20000)) == []
+    assert M.collisions(list(M.DEFAULT_MONITORING_PORTS), taken + M.windows_taken(reserved_windows({}, 8))) == []
 
 
 def _view(**p):
     base = dict(vllm_pd_cluster='a', vllm_pd_network='10.0.0.0/24', vllm_pd_model='m', vllm_pd_kv_port=28000,
                 vllm_pd_prefill_tp_size=2, vllm_pd_decode_tp_size=2)
     return {'groups': {'vllm_pd_prefill': ['p1'], 'vllm_pd_decode': ['d1'], 'vllm_pd_proxy': ['p1']},
-            'hosts': {'p1': dict(base, **p), 'd1': dict(base)}, 'windows': WINDOWS}
+            'hosts': {'p1': dict(base, **p), 'd1': dict(base)}}
 
 
 def test_the_rule_is_a_named_ignorable_check():

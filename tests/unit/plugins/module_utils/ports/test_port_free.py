@@ -61,14 +61,16 @@ def test_no_npu_found_warns_and_assumes_eight(tmp_path):
     assert any('no /dev/davinciN' in w for w in r['warnings'])
 
 
-def test_ascend_base_port_from_environment(monkeypatch):
-    monkeypatch.setenv('ASCEND_BASE_PORT', 'abc')
-    with pytest.raises(ParamError) as e:
-        F.check_free(28002, 1, host_ip=HOST, npu_count=1, ops=Ops())
-    assert 'ASCEND_BASE_PORT' in str(e.value)
+def test_ascend_base_port_is_given_not_read_from_this_process(monkeypatch):
+    # the module's own environment is not the engine's: only the value passed counts
     monkeypatch.setenv('ASCEND_BASE_PORT', '28000')
     r = F.check_free(28002, 1, host_ip=HOST, npu_count=1, ops=Ops())
+    assert [f['check'] for f in r['findings']] == []
+    r = F.check_free(28002, 1, host_ip=HOST, npu_count=1, ascend_base_port=28000, ops=Ops())
     assert [f['check'] for f in r['findings']] == ['AdxlWindow']
+    with pytest.raises(ParamError) as e:
+        F.check_free(28002, 1, host_ip=HOST, npu_count=1, ascend_base_port=70000, ops=Ops())
+    assert 'ascend_base_port' in str(e.value)
 
 
 def test_host_ops_without_module_runs_commands_by_argv():

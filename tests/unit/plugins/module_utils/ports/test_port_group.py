@@ -5,12 +5,13 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import port_windows as pw
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import port_group as pg
 
 WINDOWS = [
     ('AdxlWindow', 'ADXL window', (20000, 27999), 'hint'),
-    ('TeRpcRange', 'TE RPC range', pg.TE_RPC_RANGE, 'hint'),
-    ('HcclRange', 'HCCL range', pg.HCCL_RANGE, 'hint'),
+    ('TeRpcRange', 'TE RPC range', pw.TE_RPC_RANGE, 'hint'),
+    ('HcclRange', 'HCCL range', pw.HCCL_RANGE, 'hint'),
 ]
 
 
@@ -56,9 +57,9 @@ def test_parse_local_port_range():
 
 
 def test_adxl_window():
-    assert pg.adxl_window(20000, 8) == (20000, 27999)
-    assert pg.adxl_window(30000, 16) == (30000, 45999)
-    assert pg.adxl_window(20000, 0) is None
+    assert pw.adxl_window(20000, 8) == (20000, 27999)
+    assert pw.adxl_window(30000, 16) == (30000, 45999)
+    assert pw.adxl_window(20000, 0) is None
 
 
 def test_detect_npu_count(tmp_path):
@@ -131,3 +132,39 @@ def test_reserved_with():
     new, changed = pg.reserved_with([(8080, 8080)], [36000, 36001])
     assert new == [(8080, 8080), (36000, 36001)] and changed
     assert pg.reserved_with(new, [36000]) == (new, False)
+
+
+def test_reserved_windows_defaults():
+    w = pw.reserved_windows({}, npu_count=8)
+    assert w == dict(ascend_base_port=20000, adxl=(20000, 27999), te_rpc=(15000, 17000), hccl=(60000, 60031), moved=[])
+
+
+def test_reserved_windows_move_with_the_engine_environment():
+    w = pw.reserved_windows({'ASCEND_BASE_PORT': '30000', 'MC_MIN_RPC_PORT': '40000', 'MC_MAX_RPC_PORT': 41000,
+                            'HCCL_IF_BASE_PORT': '50000'}, npu_count=2)
+    assert (w['adxl'], w['te_rpc'], w['hccl']) == ((30000, 31999), (40000, 41000), (50000, 50031))
+    assert w['moved'] == ['ASCEND_BASE_PORT', 'MC_MIN_RPC_PORT', 'MC_MAX_RPC_PORT', 'HCCL_IF_BASE_PORT']
+    # Mooncake v0.3.9's misspelling counts; the right spelling wins when both are set
+    assert pw.reserved_windows({'MC_MIN_PRC_PORT': '16000'})['te_rpc'] == (16000, 17000)
+    assert pw.reserved_windows({'MC_MIN_PRC_PORT': '16000', 'MC_MIN_RPC_PORT': '15500'})['te_rpc'] == (15500, 17000)
+    assert pw.reserved_windows({}, npu_count=0)['adxl'] is None
+
+
+@pytest.mark.parametrize('env, words', [
+    ({'ASCEND_BASE_PORT': 'abc'}, 'ASCEND_BASE_PORT=abc'),
+    ({'HCCL_IF_BASE_PORT': '70000'}, 'HCCL_IF_BASE_PORT=70000'),
+    ({'HCCL_IF_BASE_PORT': '65530'}, 'no room'),
+    ({'MC_MIN_RPC_PORT': '17001'}, 'RPC range is empty'),
+])
+def test_reserved_windows_refuse_values_that_are_not_ports(env, words):
+    with pytest.raises(ValueError) as e:
+        pw.reserved_windows(env)
+    assert words in str(e.value)
+
+
+@pytest.mark.parametrize('tp, pp, pcp, rank', [(1, 1, 1, 0), (2, 2, 1, 1), (4, 1, 2, 3), (2, 2, 2, 2), (8, 3, 1, 0)])
+def test_port_group_is_the_connector_formula(tp, pp, pcp, rank):
+    # vllm-ascend 0.23 mooncake_connector: kv_port + dp_rank*tp*pp*pcp + (pp_rank*pcp + pcp_rank)*tp + tp_rank
+    want = [30000 + rank * tp * pp * pcp + (p * pcp + c) * tp + t
+            for p in range(pp) for c in range(pcp) for t in range(tp)]
+    assert pg.port_group(30000, tp, pp_size=pp, pcp_size=pcp, dp_rank_start=rank) == want

@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The port windows the Ascend transports of an engine bind from, decided by the engine's environment.
+
+One function (reserved_windows) for every stage that needs them: the inventory rules (monitoring ports,
+window variables), the preflight (filter pd_port_windows), the start guard and the doctor. Pure.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+DEFAULT_ASCEND_BASE_PORT = 20000
+# vLLM-Ascend doc table width (Mooncake v0.3.7 used dev_id*1000); newer
+# Mooncake uses 100 per device, so 1000 is the conservative upper bound.
+ADXL_PORTS_PER_NPU = 1000
+DEFAULT_NPU_COUNT = 8
+TE_RPC_RANGE = (15000, 17000)
+HCCL_RANGE = (60000, 60031)
+# HCCL takes HCCL_IF_BASE_PORT and the next ports: 16 on older CANN, 32 on newer (vllm-ascend PD doc).
+HCCL_PORTS = 32
+# The engine environment variables that move a window (Mooncake reads MC_*_RPC_PORT; v0.3.9 reads only the
+# misspelled MC_*_PRC_PORT, so both are honoured, the correct spelling first).
+WINDOW_ENV = ('ASCEND_BASE_PORT', 'MC_MIN_RPC_PORT', 'MC_MAX_RPC_PORT', 'MC_MIN_PRC_PORT', 'MC_MAX_PRC_PORT',
+              'HCCL_IF_BASE_PORT')
+
+
+def adxl_window(base_port, npu_count, ports_per_npu=ADXL_PORTS_PER_NPU):
+    """Inclusive (lo, hi) of the AscendDirectTransport window, or None if empty."""
+    if npu_count <= 0:
+        return None
+    return base_port, base_port + ports_per_npu * npu_count - 1
+
+
+def _env_port(env, names, default):
+    """(value, name) of the first of NAMES set in ENV, else (DEFAULT, None); ValueError naming it if not a port."""
+    for name in names:
+        raw = env.get(name)
+        if raw is None or str(raw).strip() == '':
+            continue
+        text = str(raw).strip()
+        if not text.isdigit() or not 1 <= int(text) <= 65535:
+            raise ValueError('%s=%s in the engine environment is not a port 1-65535' % (name, raw))
+        return int(text), name
+    return default, None
+
+
+def reserved_windows(env=None, npu_count=DEFAULT_NPU_COUNT):
+    """Every window of ports the Ascend transports bind from, as the engine process with environment ENV sees it.
+
+    The one place that decides them: the preflight, the start guard, the doctor and the monitoring-port check
+    all call it with the engine environment of the host (vllm_pd_engine_env / prefill_env / decode_env, or the
+    running engine's environment).
+
+    - adxl: AscendDirectTransport, ASCEND_BASE_PORT (default 20000) + ADXL_PORTS_PER_NPU per NPU (None
+      when npu_count is 0);
+    - te_rpc: the Mooncake Transfer Engine RPC range MC_MIN_RPC_PORT-MC_MAX_RPC_PORT (default 15000-17000);
+    - hccl: HCCL_IF_BASE_PORT (default 60000) and the next HCCL_PORTS - 1 ports.
+
+    Returns {'ascend_base_port', 'adxl', 'te_rpc', 'hccl', 'moved'}: windows as (lo, hi); moved lists the
+    variables that were set. ValueError names the variable whose value is not a port or gives an empty range.
+    """
+    env = env or {}
+    base, b_name = _env_port(env, ('ASCEND_BASE_PORT',), DEFAULT_ASCEND_BASE_PORT)
+    te_lo, lo_name = _env_port(env, ('MC_MIN_RPC_PORT', 'MC_MIN_PRC_PORT'), TE_RPC_RANGE[0])
+    te_hi, hi_name = _env_port(env, ('MC_MAX_RPC_PORT', 'MC_MAX_PRC_PORT'), TE_RPC_RANGE[1])
+    if te_hi < te_lo:
+        raise ValueError('%s=%d is below %s=%d in the engine environment: the Transfer Engine RPC range is empty'
+                         % (hi_name or 'MC_MAX_RPC_PORT (default)', te_hi, lo_name or 'MC_MIN_RPC_PORT (default)', te_lo))
+    hccl, h_name = _env_port(env, ('HCCL_IF_BASE_PORT',), HCCL_RANGE[0])
+    if hccl + HCCL_PORTS - 1 > 65535:
+        raise ValueError('HCCL_IF_BASE_PORT=%d in the engine environment leaves no room for the %d ports HCCL takes '
+                         '(at most %d)' % (hccl, HCCL_PORTS, 65536 - HCCL_PORTS))
+    adxl = adxl_window(base, npu_count)
+    if adxl and adxl[1] > 65535:
+        adxl = (adxl[0], 65535)
+    return dict(ascend_base_port=base, adxl=adxl, te_rpc=(te_lo, te_hi), hccl=(hccl, hccl + HCCL_PORTS - 1),
+                moved=[n for n in (b_name, lo_name, hi_name, h_name) if n])
