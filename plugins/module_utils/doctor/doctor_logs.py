@@ -39,7 +39,7 @@ SIGNATURES = (
     # speculative decoding on P only (vllm-ascend #16177)
     ('LogSpecDecodeIndex', 'IndexError: list index out of range', 'error', ('decode',)),
     ('LogForceFreed', 'Force freed expired request:', 'error', ('prefill',)),
-    ('LogForceFreed', 'Force freed request:', 'error', ('prefill',)),  # releases before v0.18.0
+    ('LogForceFreed', 'Force freed request:', 'error', ('prefill',)),  # 0.18.0, 0.13.0, 0.11.0 (releases.py)
 )
 
 FIX = dict(

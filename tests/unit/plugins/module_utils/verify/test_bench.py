@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import check_names
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import check_names, releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_gate, bench_kv, bench_report, bench_vllm
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.inventory_rules import inventory_errors
@@ -32,6 +32,28 @@ def test_kv_line_of_vllm_ascend_is_parsed():
     assert t == dict(request='cmpl-abc-0', ms=204.92, local_ip='10.0.0.2', device='4', remote_address='10.0.0.1',
                      remote_port='16462')
     assert bench_kv.parse_line('Mooncake transfer failed for request. remote_request_id=x, ret=-1.') is None
+
+
+def _kv_line(version, ms):
+    """The line the Mooncake connector of VERSION logs, formatted from the release table's format string."""
+    fmt = releases.RELEASES[version]['kv_log']
+    values = ['cmpl-abc-0-1f2e3d4c', ms] + ([3, 17] if '%d groups' in fmt else []) + ['10.0.0.2', 4, '10.0.0.1:16462']
+    return 'INFO 12-04 15:12:54 [mooncake_connector.py:973] ' + fmt % tuple(values)
+
+
+@pytest.mark.parametrize('version', sorted(releases.RELEASES))
+def test_the_kv_line_of_every_release_is_parsed(version):
+    t = bench_kv.parse_line(_kv_line(version, 12.5))
+    assert t == dict(request='cmpl-abc-0-1f2e3d4c', ms=12.5, local_ip='10.0.0.2', device='4',
+                     remote_address='10.0.0.1', remote_port='16462')
+    pairs = bench_kv.pair_times([{'host': 'd1', 'address': '10.0.0.2', 'text': _kv_line(version, 7.0)}],
+                                {'10.0.0.1': 'p1'})
+    assert [(p['prefill'], p['decode'], p['samples']) for p in pairs] == [('p1', 'd1', [7.0])]
+
+
+def test_the_skipping_line_of_0_23_is_no_transfer():
+    assert bench_kv.parse_line('WARNING [mooncake_connector.py:717] Skipping KV cache transfer for request. '
+                               'remote_request_id=cmpl-abc-0-1f2e3d4c') is None
 
 
 def test_pairs_join_the_session_address_to_the_prefill_host_and_summarise_each():
