@@ -25,7 +25,7 @@ description:
     options (vLLM's rule for non-MoE models), launched with C(--data-parallel-size 1) and its own kv_port
     C(kv_port + R*tp), so its group C(kv_port + R*tp .. + tp - 1) never overlaps another instance's.
   - V(dense) with internal DP and O(dp_size) > 1 on prefill is refused - every engine core would bind
-    C(kv_port .. + tp - 1).
+    C(kv_port .. + tp - 1) - unless O(dense_keeps_rank): then it gets the MoE plan.
   - NPUs are given out in order, O(tp_size) per rank; O(devices) lists the host's NPU ids to use
     (default C(0 ..)).
   - Input that cannot describe instances is an error naming the variable and the host.
@@ -81,6 +81,13 @@ options:
       - V(unknown) is an error only where the kind decides the ports (O(dp_size) > 1).
     type: str
     default: moe
+  dense_keeps_rank:
+    description:
+      - Whether the installed vllm-ascend keeps the C(data_parallel_rank) of each DP rank of a dense model (the release
+        table's C(dense_dp_keeps_rank), filter C(pd_dense_keeps_rank)); then a dense model's internal DP binds the
+        MoE port plan and is not refused on prefill.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -128,7 +135,8 @@ def _int(value, what):
 
 
 def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
-                     runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe"):
+                     runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe",
+                     dense_keeps_rank=False):
     """Instances of one kind on one host (see DOCUMENTATION). Raises ValueError naming the variable."""
     if kind not in KINDS:
         raise ValueError("engine kind %r is not one of %s" % (kind, ", ".join(KINDS)))
@@ -158,12 +166,14 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
                          "model to 0). Fix: set vllm_pd_model_kind to moe or dense" % (kind, dp))
     # vLLM: non-MoE DP ranks are independent engines with data_parallel_rank 0 (vllm/v1/engine/core.py).
     independent = model_kind == "dense" and bool(ranks)
-    if model_kind == "dense" and dp > 1 and not ranks and kind == "prefill":
-        raise ValueError(where + "the model is dense and vllm_pd_prefill_dp_size=%d without vllm_pd_prefill_dp_ranks: vLLM "
-                         "runs each DP rank of a dense model as an independent engine with data_parallel_rank 0, so all of "
-                         "them would bind kv_port .. kv_port+%d (Address already in use). Fix: list the ranks in "
-                         "vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), or set "
-                         "vllm_pd_model_kind: moe if the model is MoE" % (dp, tp - 1))
+    # a release that keeps the rank (vllm-ascend's balance-scheduling patch) binds each rank as MoE does
+    if model_kind == "dense" and dp > 1 and not ranks and kind == "prefill" and not dense_keeps_rank:
+        raise ValueError(where + "the model is dense and vllm_pd_prefill_dp_size=%d without vllm_pd_prefill_dp_ranks: this "
+                         "vllm-ascend release runs each DP rank of a dense model as an independent engine with "
+                         "data_parallel_rank 0, so all of them would bind kv_port .. kv_port+%d (Address already in use). "
+                         "Fix: list the ranks in vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), "
+                         "set VLLM_ASCEND_BALANCE_SCHEDULING: \"1\" in vllm_pd_engine_env (vllm-ascend 0.18.0: each rank "
+                         "keeps its rank), or set vllm_pd_model_kind: moe if the model is MoE" % (dp, tp - 1))
     slots = [[r] for r in ranks] if ranks else [list(range(dp))]
     served = sum(len(s) for s in slots)
     npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(tp * served))
@@ -201,10 +211,12 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
 
 
 def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
-                 runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe"):
+                 runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe",
+                 dense_keeps_rank=False):
     try:
         return engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname or "this host",
-                                runtime, container_engine, container_image, kv_port, model_kind)
+                                runtime, container_engine, container_image, kv_port, model_kind,
+                                dense_keeps_rank=bool(dense_keeps_rank))
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
 
