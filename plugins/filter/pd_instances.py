@@ -161,7 +161,8 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
     if model_kind not in MODEL_KINDS:
         raise ValueError(where + "vllm_pd_model_kind=%s is not one of auto, moe, dense" % model_kind)
     if dp > 1 and model_kind == "unknown":
-        raise ValueError(where + "vllm_pd_model_kind is auto but the model's config.json could not be read here, and with "
+        raise ValueError(where + "vllm_pd_model_kind is auto but the model's config.json could not be read here or does "
+                         "not tell MoE from dense the way vLLM reads it (pd_model_facts error), and with "
                          "vllm_pd_%s_dp_size=%d the kind decides the kv_port groups (vLLM resets the DP rank of a dense "
                          "model to 0). Fix: set vllm_pd_model_kind to moe or dense" % (kind, dp))
     # vLLM: non-MoE DP ranks are independent engines with data_parallel_rank 0 (vllm/v1/engine/core.py).
