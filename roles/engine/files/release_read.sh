@@ -1,7 +1,7 @@
 # The vllm-ascend and vLLM releases in the Python that runs the vllm binary $1: the interpreter of its
 # #! line (pip's launcher for long paths: #!/bin/sh, then '''exec' PYTHON "$0" "$@"). Prints one JSON line.
 b=$(command -v "$1") || { echo "$1 is not on PATH" >&2; exit 3; }
-IFS= read -r line < "$b" || { echo "cannot read $b" >&2; exit 4; }
+IFS= read -r line < "$b" || [ -n "$line" ] || { echo "cannot read $b" >&2; exit 4; }
 case $line in '#!'*) ;; *) echo "$b has no #! line (not a Python entry point)" >&2; exit 4 ;; esac
 py=${line#??}
 case $py in
