@@ -64,12 +64,16 @@ DEFAULT_CANN = "8.5.1"
 
 def release_cann():
     try:
+        import glob
         import importlib.metadata
         import importlib.util
         spec = importlib.util.spec_from_file_location("standin_releases", STANDIN_TABLE)
         table = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(table)
-        return table.cann_for(importlib.metadata.version("vllm-ascend")) or DEFAULT_CANN
+        # started with -S (no site): the stand-in's Python's package directories by name
+        dirs = glob.glob("/usr/local/lib/python3*/dist-packages") + glob.glob("/usr/lib/python3*/dist-packages")
+        dist = next(importlib.metadata.distributions(name="vllm-ascend", path=dirs))
+        return table.cann_for(dist.version) or DEFAULT_CANN
     except Exception:  # noqa: BLE001 - no stand-in (yet), or not installed as a release: the lab default
         return DEFAULT_CANN
 

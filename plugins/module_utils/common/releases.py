@@ -150,8 +150,8 @@ def parse_version(text):
     pre = m.group('pre')
     post = m.group('post')
     # a dev release sorts before its pre and final release; a pre before the final
-    pre_key = (_PRE_RANK[pre.lower()], int(m.group('pre_n') or 0)) if pre else ((-1, 0) if dev is not None
-                                                                              and post is None else (3, 0))
+    pre_key = (_PRE_RANK[pre.lower()], int(m.group('pre_n') or 0)) if pre else (
+        (-1, 0) if dev is not None and post is None else (3, 0))
     post_key = int(post or 0) if post is not None else -1
     dev_key = int(dev or 0) if dev is not None else float('inf')
     return (release, pre_key, post_key, dev_key)
@@ -309,4 +309,3 @@ def installed_findings(cluster, engines, inventory_version=None):
                             'install %s' % (RELEASE_MISMATCH, head, want, '; '.join(
                                 '%s runs %s' % (', '.join(sorted(w)), v) for v, w in other), want)))
     return out
-

@@ -52,8 +52,8 @@ def test_the_release_is_read_in_the_python_of_the_binarys_shebang(tmp_path, site
     env = {'PYTHONPATH': str(site), 'PATH': os.path.dirname(sys.executable) + ':' + os.environ['PATH']}
     got = pd_release_read([read(vllm, env)])
     assert got['prefill'] == got['decode']
-    assert (got['prefill']['vllm_ascend'], got['prefill']['vllm'], got['prefill']['error']) == ('0.23.0.post1', '0.23.0',
-                                                                                               None)
+    release = got['prefill']
+    assert (release['vllm_ascend'], release['vllm'], release['error']) == ('0.23.0.post1', '0.23.0', None)
     assert pd_release_findings([dict(got['prefill'], host='p1', kind='prefill')], cluster='c1') == []
 
 
