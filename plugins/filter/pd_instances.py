@@ -25,7 +25,7 @@ description:
     options (vLLM's rule for non-MoE models), launched with C(--data-parallel-size 1) and its own kv_port
     C(kv_port + R*tp), so its group C(kv_port + R*tp .. + tp - 1) never overlaps another instance's.
   - V(dense) with internal DP and O(dp_size) > 1 on prefill is refused - every engine core would bind
-    C(kv_port .. + tp - 1) - unless O(dense_keeps_rank): then it gets the MoE plan.
+    C(kv_port .. + tp - 1) - unless O(dense_keeps_rank), which gives it the MoE plan.
   - NPUs are given out in order, O(tp_size) per rank; O(devices) lists the host's NPU ids to use
     (default C(0 ..)).
   - Input that cannot describe instances is an error naming the variable and the host.

@@ -11,15 +11,16 @@ short_description: The vllm-ascend release installed in each engine's Python, an
 version_added: "1.0.0"
 description:
   - This file holds three filters. C(pd_release_read) - the release each engine kind of a host runs, from the results of
-    the engine role's read (O(_input), the registered loop results of C(roles/engine/tasks/release.yml)); a dict
-    C({prefill|decode: {vllm_ascend, vllm, python, error}}).
+    the engine role's read (O(_input), the registered loop results of C(roles/engine/tasks/release.yml)); a dict by
+    kind (C(prefill), C(decode)) of C(vllm_ascend), C(vllm), C(python) and C(error).
   - C(pd_release_findings) - the release findings of one cluster (C(UnsupportedRelease), C(ReleaseMismatch)) from one
     dict per engine host and kind (O(_input)), by the release table (plugins/module_utils/common/releases.py).
 options:
   _input:
     description:
       - For C(pd_release_read) the loop results (each with C(item.kinds), C(rc), C(stdout), C(stderr)); for
-        C(pd_release_findings) the engines list, each C({host, kind, vllm_ascend, vllm, python, error}); for
+        C(pd_release_findings) the engines list, each with C(host), C(kind), C(vllm_ascend), C(vllm), C(python) and
+        C(error); for
         C(pd_dense_keeps_rank) the release (a string, empty when unknown).
     type: raw
     required: true
