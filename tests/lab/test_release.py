@@ -65,7 +65,7 @@ def test_an_unsupported_release_on_d_is_refused_before_any_change(rel, release, 
         assert "the installed vllm-ascend release is refused; nothing was changed" in out, r.stdout[-4000:]
         assert f"[UnsupportedRelease] cluster lab19, host {D19} decode (Python /usr/bin/python3): {words}" in out, \
             r.stdout[-4000:]
-        assert f"[ReleaseMismatch] cluster lab19: P and D must run one vllm-ascend release" in out
+        assert "[ReleaseMismatch] cluster lab19: P and D must run one vllm-ascend release" in out
         assert untouched(rel, P19) and untouched(rel, D19)
     finally:
         install(D19, "0.23.0.post1")
