@@ -6,6 +6,7 @@ lab_vllm_ascend_release) and behaves as that release:
 - lab19 (0.23.0.post1): a D host reinstalled as 0.13.0 or as an unknown release is refused UnsupportedRelease, and as
   0.18.0 (P on 0.23.0.post1) ReleaseMismatch, before any change; an inventory release other than the installed one is
   a ReleaseMismatch naming vllm_pd_vllm_ascend_version; vllm_pd_ignore_checks makes UnsupportedRelease a warning.
+- lab19 then deploys as 0.23.0.post1 (its lab NPU layer reports CANN 9.1.0, the CANN of that release).
 - lab18 (0.18.0 everywhere): deploys, and the smoke request proves KV moved with 0.18's KV log line
   ("took X ms (G groups, B blocks)"), the abort variable 0.18 reads and --shutdown-timeout (0.18 has it).
 Every container of both clusters is removed at the end.
@@ -51,6 +52,9 @@ def test_the_host_reads_as_the_release_it_is_installed_as(rel):
     assert rel.run(P19, f"/usr/bin/python3 -c \"{code}\"").stdout.split() == ["0.23.0.post1", "0.23.0"]
     # vLLM 0.18 has --shutdown-timeout, 0.13 refuses it as an unrecognized argument
     assert "--shutdown-timeout" in rel.run(P18, "/opt/vllm-lab/bin/vllm serve --help=all").stdout
+    # a fresh lab NPU layer reports the CANN the installed release is built with
+    info = "cat /usr/local/Ascend/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info"
+    assert "8.5.1" in rel.run(P18, info).stdout and "9.1.0" in rel.run(P19, info).stdout
 
 
 @pytest.mark.parametrize("release, words", [
@@ -121,3 +125,18 @@ def test_a_cluster_on_0_18_deploys_and_moves_kv_with_its_log_line(rel):
         assert "--shutdown-timeout" in unit, unit
     finally:
         rel.playbook("playbooks/stop_pd.yml", "--limit", "cluster_lab18", check=False)
+
+
+def test_a_cluster_on_0_23_deploys_with_the_cann_of_its_release(rel):
+    # the lab NPU layer of a fresh host reports the CANN 0.23.0.post1 is built with (9.1.0), so the CANN check that
+    # follows the installed release passes, as on a real host installed for it
+    cann = rel.run(P19, "cat /usr/local/Ascend/ascend-toolkit/latest/*-linux/ascend_toolkit_install.info").stdout
+    assert "9.1.0" in cann, cann
+    r = rel.playbook("playbooks/deploy_pd.yml", "--limit", "cluster_lab19", check=False)
+    try:
+        assert r.returncode == 0, r.stdout[-5000:]
+        assert "KV moved P -> D for" in r.stdout, r.stdout[-3000:]
+        journal = rel.run(D19, "journalctl -u vllm-pd-decode.service --no-pager -o cat").stdout
+        assert " ms. local_ip " in journal and " blocks). local_ip " not in journal, journal[-2000:]
+    finally:
+        rel.playbook("playbooks/stop_pd.yml", "--limit", "cluster_lab19", check=False)
