@@ -56,13 +56,35 @@ def save(state):
     os.replace(tmp, STATE)
 
 
+# the stand-in's release table (lab/install-standin) and its installed vllm-ascend: a fresh NPU layer has the CANN
+# that release is built with, as a real host installed for it would
+STANDIN_TABLE = "/opt/vllm-lab/vllm_standin/releases.py"
+DEFAULT_CANN = "8.5.1"
+
+
+def release_cann():
+    try:
+        import glob
+        import importlib.metadata
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("standin_releases", STANDIN_TABLE)
+        table = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(table)
+        # started with -S (no site): the stand-in's Python's package directories by name
+        dirs = glob.glob("/usr/local/lib/python3*/dist-packages") + glob.glob("/usr/lib/python3*/dist-packages")
+        dist = next(importlib.metadata.distributions(name="vllm-ascend", path=dirs))
+        return table.cann_for(dist.version) or DEFAULT_CANN
+    except Exception:  # noqa: BLE001 - no stand-in (yet), or not installed as a release: the lab default
+        return DEFAULT_CANN
+
+
 def default_state(count, first_ip, netmask):
     a, b, c, d = (int(x) for x in first_ip.split("."))
     npus = [{"id": n, "ip": "%d.%d.%d.%d" % (a, b, c, d + n), "netmask": netmask, "conf_ip": None,
              "link": "UP", "net_health": "Success", "tls": 0, "health": "OK", "processes": []}
             for n in range(count)]
     return {"version": 1, "chip": "910B3" if count <= 8 else "Ascend910", "npu_smi_version": "25.2.0",
-            "driver_version": "25.2.0", "cann_version": "8.5.1", "npus": npus}
+            "driver_version": "25.2.0", "cann_version": release_cann(), "npus": npus}
 
 
 # --- files ---------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ description:
     options (vLLM's rule for non-MoE models), launched with C(--data-parallel-size 1) and its own kv_port
     C(kv_port + R*width), so its group C(kv_port + R*width .. + width - 1) never overlaps another instance's.
   - V(dense) with internal DP and O(dp_size) > 1 on prefill is refused - every engine core would bind
-    C(kv_port .. + width - 1).
+    C(kv_port .. + width - 1) - unless O(dense_keeps_rank), which gives it the MoE plan.
   - NPUs are given out in order, C(width) per rank; O(devices) lists the host's NPU ids to use
     (default C(0 ..)).
   - Input that cannot describe instances is an error naming the variable and the host.
@@ -98,6 +98,13 @@ options:
       - V(unknown) is an error only where the kind decides the ports (O(dp_size) > 1).
     type: str
     default: moe
+  dense_keeps_rank:
+    description:
+      - Whether the installed vllm-ascend keeps the C(data_parallel_rank) of each DP rank of a dense model (the release
+        table's C(dense_dp_keeps_rank), filter C(pd_dense_keeps_rank)); then a dense model's internal DP binds the
+        MoE port plan and is not refused on prefill.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -150,7 +157,7 @@ def _int(value, what):
 
 def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
                      runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe",
-                     pp_size=1, pcp_size=1):
+                     pp_size=1, pcp_size=1, dense_keeps_rank=False):
     """Instances of one kind on one host (see DOCUMENTATION). Raises ValueError naming the variable.
 
     pp_size and pcp_size (default 1) are the pipeline and prefill context parallel sizes of every instance:
@@ -181,17 +188,20 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
     if model_kind not in MODEL_KINDS:
         raise ValueError(where + "vllm_pd_model_kind=%s is not one of auto, moe, dense" % model_kind)
     if dp > 1 and model_kind == "unknown":
-        raise ValueError(where + "vllm_pd_model_kind is auto but the model's config.json could not be read here, and with "
+        raise ValueError(where + "vllm_pd_model_kind is auto but the model's config.json could not be read here or does "
+                         "not tell MoE from dense the way vLLM reads it (pd_model_facts error), and with "
                          "vllm_pd_%s_dp_size=%d the kind decides the kv_port groups (vLLM resets the DP rank of a dense "
                          "model to 0). Fix: set vllm_pd_model_kind to moe or dense" % (kind, dp))
     # vLLM: non-MoE DP ranks are independent engines with data_parallel_rank 0 (vllm/v1/engine/core.py).
     independent = model_kind == "dense" and bool(ranks)
-    if model_kind == "dense" and dp > 1 and not ranks and kind == "prefill":
-        raise ValueError(where + "the model is dense and vllm_pd_prefill_dp_size=%d without vllm_pd_prefill_dp_ranks: vLLM "
-                         "runs each DP rank of a dense model as an independent engine with data_parallel_rank 0, so all of "
-                         "them would bind kv_port .. kv_port+%d (Address already in use). Fix: list the ranks in "
-                         "vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), or set "
-                         "vllm_pd_model_kind: moe if the model is MoE" % (dp, width - 1))
+    # a release that keeps the rank (vllm-ascend's balance-scheduling patch) binds each rank as MoE does
+    if model_kind == "dense" and dp > 1 and not ranks and kind == "prefill" and not dense_keeps_rank:
+        raise ValueError(where + "the model is dense and vllm_pd_prefill_dp_size=%d without vllm_pd_prefill_dp_ranks: this "
+                         "vllm-ascend release runs each DP rank of a dense model as an independent engine with "
+                         "data_parallel_rank 0, so all of them would bind kv_port .. kv_port+%d (Address already in use). "
+                         "Fix: list the ranks in vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), "
+                         "set VLLM_ASCEND_BALANCE_SCHEDULING: \"1\" in vllm_pd_engine_env (vllm-ascend 0.18.0: each rank "
+                         "keeps its rank), or set vllm_pd_model_kind: moe if the model is MoE" % (dp, width - 1))
     slots = [[r] for r in ranks] if ranks else [list(range(dp))]
     served = sum(len(s) for s in slots)
     npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(width * served))
@@ -234,7 +244,7 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
 
 def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=None, hostname="this host",
                  runtime="systemd", container_engine="podman", container_image="", kv_port=0, model_kind="moe",
-                 pp_size=None, pcp_size=None, extra_args=None):
+                 pp_size=None, pcp_size=None, extra_args=None, dense_keeps_rank=False):
     hostname = hostname or "this host"
     try:
         try:
@@ -243,7 +253,7 @@ def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=No
             raise ValueError("host %s: %s" % (hostname, exc))
         out = engine_instances(kind, tp_size, dp_size, dp_ranks, api_port, devices, hostname,
                                runtime, container_engine, container_image, kv_port, model_kind,
-                               pp_size=sizes["pp"], pcp_size=sizes["pcp"])
+                               pp_size=sizes["pp"], pcp_size=sizes["pcp"], dense_keeps_rank=bool(dense_keeps_rank))
     except ValueError as exc:
         raise AnsibleFilterError(str(exc))
     for instance in out:

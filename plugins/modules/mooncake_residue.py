@@ -33,6 +33,21 @@ options:
     type: list
     elements: str
     default: ['/tmp/mooncake*', '/tmp/transfer_engine*', '/dev/shm/*mooncake*', '/dev/shm/*ascend*']
+  log_dirs:
+    description:
+      - Directories whose old C(*.log) files are pruned (with O(log_retention_days) > 0), walked without following
+        symlinks, e.g. C(~/ascend/log) (vllm-ascend 0.23 writes every vLLM log line to
+        C(~/ascend/log/vllm_ascend/vllm_ascend_<ts>_<pid>.log), a new file each start, and CANN its plogs there or
+        under C(ASCEND_PROCESS_LOG_PATH)). C(~) is the home of the user the module runs as.
+      - Only regular files named C(*.log) are removed; a file a live process holds open or mapped is kept. A system
+        directory (C(/etc), C(/usr), ...) or a path through a symlink is refused.
+    type: list
+    elements: str
+    default: []
+  log_retention_days:
+    description: Remove a log of O(log_dirs) last changed more than this many days ago; V(0) removes none.
+    type: int
+    default: 0
 attributes:
   check_mode:
     support: full
@@ -57,6 +72,13 @@ EXAMPLES = r"""
   vllm_pd.ascend.mooncake_residue:
   become: true
 
+- name: Prune the engine logs under ~/ascend/log older than 14 days (never one a running engine writes)
+  vllm_pd.ascend.mooncake_residue:
+    patterns: []
+    log_dirs: [~/ascend/log]
+    log_retention_days: 14
+  become: true
+
 - name: Clear an extra pattern too
   vllm_pd.ascend.mooncake_residue:
     patterns:
@@ -73,8 +95,14 @@ removed:
   type: list
   elements: str
   sample: [/dev/shm/mooncake_seg_0, /tmp/transfer_engine.lock]
+pruned_logs:
+  description: Old logs of O(log_dirs) removed (in check mode, that would be removed).
+  returned: always
+  type: list
+  elements: str
+  sample: [/root/ascend/log/vllm_ascend/vllm_ascend_20261101_120000_4711.log]
 kept_in_use:
-  description: Matching entries kept because a live process uses them (or a file inside them).
+  description: Matching entries (and old logs) kept because a live process uses them (or a file inside them).
   returned: always
   type: list
   elements: dict
@@ -104,8 +132,11 @@ import errno
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+import os
+import time
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.residue import (
-    DEFAULT_PATTERNS, pattern_base, plan, remove_entry,
+    DEFAULT_PATTERNS, old_logs, pattern_base, plan, remove_entry,
 )
 
 PROC_ROOT = '/proc'
@@ -113,19 +144,31 @@ PROC_ROOT = '/proc'
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(patterns=dict(type='list', elements='str', default=list(DEFAULT_PATTERNS))),
+        argument_spec=dict(patterns=dict(type='list', elements='str', default=list(DEFAULT_PATTERNS)),
+                           log_dirs=dict(type='list', elements='str', default=[]),
+                           log_retention_days=dict(type='int', default=0)),
         supports_check_mode=True)
     patterns = module.params['patterns']
-    result = dict(changed=False, removed=[], kept_in_use=[])
+    result = dict(changed=False, removed=[], kept_in_use=[], pruned_logs=[])
     for pat in patterns:
         try:
             pattern_base(pat)
         except ValueError as e:
             module.fail_json(msg='refusing pattern: %s' % to_native(e), **result)
+    days = module.params['log_retention_days']
+    if days < 0:
+        module.fail_json(msg='log_retention_days=%d is negative; give a number of days, or 0 to keep every log' % days,
+                         **result)
     try:
         removable, kept = plan(patterns, PROC_ROOT)
     except ValueError as e:
         module.fail_json(msg='refusing pattern: %s' % to_native(e), **result)
+    try:
+        old, kept_logs = (old_logs([os.path.expanduser(d) for d in module.params['log_dirs']], days * 86400.0,
+                                   time.time(), PROC_ROOT) if days > 0 else ([], []))
+    except ValueError as e:
+        module.fail_json(msg='refusing to prune: %s' % to_native(e), **result)
+    kept = kept + kept_logs
     result['kept_in_use'] = kept
     for k in kept:
         module.warn('kept %s: %s is in use by pid %d (%s)' % (k['path'], k['in_use_path'], k['pid'], k['process']))
@@ -136,7 +179,8 @@ def main():
                               after='\n'.join(after) + '\n' if after else '')
     if module.check_mode:
         result['removed'] = removable
-        result['changed'] = bool(removable)
+        result['pruned_logs'] = old
+        result['changed'] = bool(removable or old)
         module.exit_json(**result)
     errors = []
     for path in removable:
@@ -148,7 +192,15 @@ def main():
             errors.append('%s: %s' % (path, to_native(e)))
             continue
         result['removed'].append(path)
-    result['changed'] = bool(result['removed'])
+    for path in old:
+        try:
+            remove_entry(path)
+        except (IOError, OSError) as e:
+            if e.errno != errno.ENOENT:
+                errors.append('%s: %s' % (path, to_native(e)))
+            continue
+        result['pruned_logs'].append(path)
+    result['changed'] = bool(result['removed'] or result['pruned_logs'])
     if errors:
         module.fail_json(msg='could not remove %d stale file(s): %s; remove them by hand (as root) before starting '
                              'vLLM' % (len(errors), '; '.join(errors)), **result)

@@ -300,6 +300,9 @@ def main():
             findings.extend(C.process_findings(host, npus, parsed, own_pids(params, busy) if busy else set()))
     if not result['tools_missing']:
         findings.extend(C.version_findings(host, driver, cann, params['vllm_ascend_version']))
+        note = C.cann_note(params['vllm_ascend_version'])
+        if note and cann:
+            module.warn('host %s: %s (CannIncompatible not checked)' % (host, note))
     if params['container_run_argv'] is not None:
         findings.extend(C.container_findings(host, params['container_run_argv'], conf_text is not None))
     result['elapsed'] = round(time.time() - start, 3)

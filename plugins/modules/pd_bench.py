@@ -247,15 +247,20 @@ def validate(p):
 
 
 def _vllm_flags(module, binary):
-    """The flags of `vllm bench serve` on this host, or (None, why) when it has none."""
-    try:
-        rc, out, err = module.run_command([binary, 'bench', 'serve', '--help'])
-    except OSError as e:  # the binary does not exist
-        return None, '%s: %s' % (binary, e)
-    if rc != 0:
+    """The flags of `vllm bench serve` on this host, or (None, why) when it has none. vLLM's parser lists its flags
+    only for --help=all (plain --help prints the group titles, vllm/utils/argparse_utils.py format_help); a release
+    that refuses --help=all lists them for --help."""
+    why = ''
+    for option in bench_vllm.HELP_OPTIONS:
+        try:
+            rc, out, err = module.run_command([binary, 'bench', 'serve', option])
+        except OSError as e:  # the binary does not exist
+            return None, '%s: %s' % (binary, e)
+        if rc == 0:
+            return bench_vllm.help_flags(out), ''
         lines = (err or out).strip().splitlines()
-        return None, '%s bench serve --help: rc %d %s' % (binary, rc, lines[-1] if lines else '')
-    return bench_vllm.help_flags(out), ''
+        why = '%s bench serve %s: rc %d %s' % (binary, option, rc, lines[-1] if lines else '')
+    return None, why
 
 
 def _run_vllm(module, spec, flags):

@@ -59,7 +59,11 @@ model:
       description: Whether C(config.json) was found.
       type: bool
     kind:
-      description: V(moe) or V(dense) by vLLM's rule, null when C(config.json) is missing or not JSON.
+      description:
+        - V(moe) or V(dense) by vLLM's rule (the expert keys of the text config transformers' C(get_text_config) picks,
+          else the MoE blocks of C(block_configs)).
+        - Null when C(config.json) is missing or not JSON, or when vLLM's reading cannot be told here (more than one
+          text sub-config, or expert keys under another sub-config); RV(model.error) says why.
       type: str
     resolved_kind:
       description: O(kind) unless V(auto), else RV(model.kind), V(unknown) when not known.

@@ -214,14 +214,15 @@ class Lab:
         shutil.rmtree(self._mux, ignore_errors=True)
 
 
-def lab_inventory(out, first, clusters=1, prefill=None, decode=None, runtime=None, group_vars=None, host_vars=None):
+def lab_inventory(out, first, clusters=1, prefill=None, decode=None, runtime=None, group_vars=None, host_vars=None,
+                  release=None):
     """Write a lab/gen-inventory inventory to OUT: CLUSTERS clusters numbered from FIRST (hosts pd-p<c>,
-    pd-d<c>), PREFILL/DECODE hosts a cluster, RUNTIME (container); group_vars {cluster: {var: value}} go to
+    pd-d<c>), PREFILL/DECODE hosts a cluster, RUNTIME (container), RELEASE (lab_vllm_ascend_release); group_vars {cluster: {var: value}} go to
     group_vars/cluster_<cluster>.yml, host_vars {host: {var: value}} to host_vars/<host>.yml (host_vars/ is
     made even when empty: tests write there later). Returns OUT (Path)."""
     out = Path(out)
     argv = [str(ROOT / "lab" / "gen-inventory"), "--clusters", str(clusters), "--first", str(first), "--out", str(out)]
-    for opt, value in (("--prefill", prefill), ("--decode", decode), ("--runtime", runtime)):
+    for opt, value in (("--prefill", prefill), ("--decode", decode), ("--runtime", runtime), ("--release", release)):
         if value is not None:
             argv += [opt, str(value)]
     subprocess.run(argv, check=True)

@@ -5,7 +5,8 @@ lab is touched (this module does not use the session ``lab`` fixture, which woul
 - lab12 (the MoE lab model /models/lab-model, tp 8): each misfit is refused by the preflight before any engine
   starts, with its named finding and both values; then kv_corruption makes the smoke request fail showing both
   outputs, and without it the deploy passes.
-- lab13 (the dense lab model /models/lab-dense, tp 4, external DP 2 instances per host): deploys with one kv_port
+- lab13 (the dense lab model /models/lab-dense, tp 4, external DP 2 instances per host, stand-in as vllm-ascend
+  0.18.0, which resets a dense model's DP rank): deploys with one kv_port
   per instance and every group listening where the plan says; the same inventory with vllm_pd_model_kind: moe
   (the wrong kind) fails naming the collision.
 Every container of both clusters is removed at the end.
@@ -27,8 +28,9 @@ NO_ENGINE = "vllm-pd-*"
 
 @pytest.fixture(scope="module")
 def fit(tmp_path_factory):
+    # 0.18.0: vLLM resets a dense model's DP rank to 0 (0.23's balance-scheduling patch keeps it: releases.py)
     lab13 = {"vllm_pd_model": "/models/lab-dense", "vllm_pd_prefill_tp_size": 4, "vllm_pd_prefill_dp_size": 2,
-             "vllm_pd_decode_tp_size": 4, "vllm_pd_decode_dp_size": 2}
+             "vllm_pd_decode_tp_size": 4, "vllm_pd_decode_dp_size": 2, "lab_vllm_ascend_release": "0.18.0"}
     with own_lab(tmp_path_factory, 12, clusters=2, group_vars={"lab13": lab13},
                  host_vars={P13: {"vllm_pd_prefill_dp_ranks": [0, 1]}, D13: {"vllm_pd_decode_dp_ranks": [0, 1]}}) as lab:
         lab.playbook("playbooks/stop_pd.yml", check=False)
@@ -136,9 +138,9 @@ def test_kv_corruption_fails_the_smoke_with_both_outputs_and_passes_without(fit)
 def test_doctor_reads_what_the_engines_run_and_names_a_misfit(fit, tmp_path):
     """lab12 is deployed and fits (the test before); D restarted with another HCCL_RDMA_TIMEOUT no longer does."""
     env_file = fit.host(D12).file("/etc/vllm-pd/decode.env")
-    # vllm_pd_vllm_ascend_version is not set in the lab: both abort-timeout names, so either release reads it
+    # the name the installed release reads (the lab's stand-in is 0.23.0.post1: the release table's abort_env)
     assert "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT=30" in env_file.content_string.splitlines()
-    assert "VLLM_NIXL_ABORT_REQUEST_TIMEOUT=30" in env_file.content_string.splitlines()
+    assert "VLLM_NIXL_ABORT_REQUEST_TIMEOUT=30" not in env_file.content_string
     health = f"http://{fit.hosts[D12]['data_ip']}:8200/health"
     fit.run(D12, "echo HCCL_RDMA_TIMEOUT=18 >> /etc/vllm-pd/decode.env && systemctl restart vllm-pd-decode.service && "
                  f"for _ in $(seq 120); do python3 -c 'import urllib.request; urllib.request.urlopen(\"{health}\", "

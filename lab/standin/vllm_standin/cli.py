@@ -5,18 +5,21 @@ import os
 import sys
 import traceback
 
-from . import api, config, logs, netinfo
+from . import api, config, logs, netinfo, release
 from .engine import Engine
 
-VERSION = "0.23.0+lab"
 _log = logs.get("api_server.py:1931")
 _core_log = logs.get("core.py:935")
 _utils_log = logs.get("utils.py:1244")
 
 
-def _parser():
+def _version():
+    return (release.installed("vllm") or "0.23.0") + "+lab"
+
+
+def _parser(entry):
     p = argparse.ArgumentParser(prog="vllm", allow_abbrev=False)
-    p.add_argument("--version", action="version", version=VERSION)
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", allow_abbrev=False)
     s.add_argument("model")
@@ -46,8 +49,9 @@ def _parser():
         s.add_argument(flag, action="store_true")
     s.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
     # vLLM >= 0.18 [day2-ops §2a]: on SIGTERM new requests are refused, in-flight ones get this long;
-    # 0 (the default) aborts them at once
-    s.add_argument("--shutdown-timeout", type=int, default=0)
+    # 0 (the default) aborts them at once. An older release refuses the option (the release table).
+    if entry["shutdown_timeout"]:
+        s.add_argument("--shutdown-timeout", type=int, default=0)
     return p
 
 
@@ -74,8 +78,9 @@ def _fail(exc):
 def main(argv):
     logs.setup()
     # vLLM's parser prints every option for --help=all (plain --help prints groups since 0.10)
-    args = _parser().parse_args(["--help" if a == "--help=all" else a for a in argv])
-    _log.info("vLLM API server version %s", VERSION)
+    entry = release.facts()
+    args = _parser(entry).parse_args(["--help" if a == "--help=all" else a for a in argv])
+    _log.info("vLLM API server version %s", _version())
     _log.info("non-default args: %s", {k: v for k, v in vars(args).items() if v not in (None, False)})
     env = dict(os.environ)
     try:
@@ -99,5 +104,6 @@ def main(argv):
         return _fail(e)
     _log.info("Supported tasks: %s", json.dumps(["generate"]))
     served = (args.served_model_name or [args.model])[0]
-    api.serve(api.build_app(engine, served, args.max_model_len or 4096), sock, host, args.port, args.shutdown_timeout)
+    api.serve(api.build_app(engine, served, args.max_model_len or 4096), sock, host, args.port,
+              getattr(args, "shutdown_timeout", 0))
     return 0

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import msgpack
 import zmq
 
-from . import kvcache, logs, npu
+from . import kvcache, logs, npu, release
 
 TIMEOUT_MS = 1000
 RETRIES = 3
@@ -89,10 +89,11 @@ def transfer_delay(path=DELAY_FLAG):
 class KVPuller:
     def __init__(self, ctx, engine, local_ip, tp_size, pool, num_blocks, own_engine_id,
                  block_size=kvcache.BLOCK_SIZE, corruption_flag=CORRUPTION_FLAG, dtype="auto", delay_flag=DELAY_FLAG,
-                 prefill_pp=1):
+                 prefill_pp=1, facts=None):
         self.block_size, self.corruption_flag, self.dtype = block_size, corruption_flag, dtype
         # P's pipeline size, from kv_connector_extra_config.prefill.pp_size as the connector reads it
         self.prefill_pp = prefill_pp
+        self.facts = facts or release.facts()  # the installed release's (its KV log line)
         self.delay_flag = delay_flag
         self.client = ZmqClient(ctx)
         self.engine, self.local_ip, self.tp_size = engine, local_ip, tp_size
@@ -175,7 +176,7 @@ class KVPuller:
             data = [self.engine.read(off, kvcache.BLOCK_LEN) for off in offsets]
         finally:
             self.pool.free(local)
-        _log.info("KV cache transfer for request %s took %.2f ms. local_ip %s local_device_id %s "
-                  "remote_session_id %s", request_id, (time.monotonic() - start) * 1000, self.local_ip,
-                  d_rank, session)
+        fmt, values = release.kv_line_args(self.facts, request_id, (time.monotonic() - start) * 1000, self.local_ip,
+                                           d_rank, session, len(block_ids))
+        _log.info(fmt, *values)
         return data

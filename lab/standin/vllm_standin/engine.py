@@ -5,7 +5,7 @@ import uuid
 
 import zmq
 
-from . import adxl, config, kvcache, logs, npu, producer
+from . import adxl, config, kvcache, logs, npu, producer, release
 from .consumer import KVPuller
 
 NUM_BLOCKS = 64
@@ -37,12 +37,15 @@ class Engine:
         self.width = self.tp * self.pp * self.pcp
         self.dp_ranks = list(range(args.dp_rank_start, args.dp_rank_start + args.dp_size_local))
         self.ranks = self.width * len(self.dp_ranks)
-        self.abort_timeout = int(env.get("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "480"))
+        # the variable (and default) the connector of the installed release reads
+        self.release = release.facts()
+        self.abort_timeout = int(env.get(self.release["abort_env"], str(self.release["abort_default"])))
         self.block_size = args.block_size or kvcache.BLOCK_SIZE
         self.kv_dtype = args.kv_cache_dtype or "auto"
         self.moe = config.is_moe(config.read_model_config(args.model))
-        # vLLM resets data_parallel_rank to 0 for a dense model; the connector's ports follow it.
-        self.port_ranks = config.port_dp_ranks(self.dp_ranks, self.moe)
+        # vLLM resets data_parallel_rank to 0 for a dense model, unless the release's balance-scheduling patch keeps
+        # it (release table dense_dp_keeps_rank); the connector's ports follow it.
+        self.port_ranks = config.port_dp_ranks(self.dp_ranks, True if release.dense_keeps_rank(self.release, env) else self.moe)
         self.pool = kvcache.BlockPool(NUM_BLOCKS)
         self.ctx = zmq.Context()
 
@@ -73,7 +76,8 @@ class Engine:
         else:  # kv_consumer / kv_both: the receiving side binds nothing [facts §2a]
             prefill = self.kv_cfg["kv_connector_extra_config"].get("prefill", {})
             self.puller = KVPuller(self.ctx, self.te, self.host_ip, self.tp, self.pool, NUM_BLOCKS, self.engine_id,
-                                   self.block_size, dtype=self.kv_dtype, prefill_pp=int(prefill.get("pp_size", 1)))
+                                   self.block_size, dtype=self.kv_dtype, prefill_pp=int(prefill.get("pp_size", 1)),
+                                   facts=self.release)
 
     def _metadata(self, rank_index, port):
         return {

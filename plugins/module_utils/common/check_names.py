@@ -53,6 +53,11 @@ CHECKS = {
                               'mount them (vllm_pd_container_run_options)'),
     'ShmTooSmall': ('npu', 'the engine container keeps a small /dev/shm', 'add --shm-size to the run options'),
     'MemlockLimited': ('npu', 'the engine container has a memlock limit', 'add --ulimit memlock=-1 to the run options'),
+    # the vllm-ascend release installed in each engine's Python (releases.installed_findings, preflight phase 1)
+    'UnsupportedRelease': ('cluster', 'an engine host runs a vllm-ascend release the collection refuses or does not know, '
+                           'or a vLLM that release is not built for', 'install a supported release (README table)'),
+    'ReleaseMismatch': ('cluster', 'P and D run different vllm-ascend releases, or vllm_pd_vllm_ascend_version names '
+                        'another release than the hosts run', 'install one release on every engine host'),
     # P and D that fit together (pd_consistency, preflight phase 1)
     'ModelMismatch': ('cluster', 'the model files (config.json, tokenizer) differ between engine hosts',
                       'put the same model revision on every host of the cluster'),

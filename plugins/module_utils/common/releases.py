@@ -230,3 +230,93 @@ def support_problem(version):
     if entry['status'] != 'supported':
         return 'vllm-ascend %s is refused: %s. Fix: install one of %s' % (key, entry['reason'], supported)
     return None
+
+
+def abort_env(version):
+    """The abort-timeout variable the Mooncake connector of VERSION reads, or None when the table does not know it."""
+    entry = find(version)
+    return entry['abort_env'] if entry else None
+
+
+def dense_dp_keeps_rank(version, env=None):
+    """Whether each DP rank of a dense model keeps its data_parallel_rank under VERSION with the engine
+    environment ENV (so it binds kv_port + rank*tp*pp*pcp, as MoE does). False for an unknown release: vLLM's
+    own rule (v1/engine/core.py resets a non-MoE rank to 0)."""
+    entry = find(version) if version else None
+    if not entry:
+        return False
+    keeps = entry['dense_dp_keeps_rank']
+    if isinstance(keeps, bool):
+        return keeps
+    # the name of the variable whose "1" makes vllm-ascend import its balance-scheduling patch (envs.py: int())
+    value = str((env or {}).get(keeps, '0')).strip()
+    return value.isdigit() and int(value) != 0
+
+
+def _engine_where(e):
+    return 'host %s %s' % (e.get('host', '?'), e.get('kind', '?'))
+
+
+def installed_findings(cluster, engines, inventory_version=None):
+    """The release checks of one cluster: ENGINES is [{host, kind, vllm_ascend, vllm, python, error}] as the
+    preflight read them in each engine's Python (error: why nothing could be read). INVENTORY_VERSION is
+    vllm_pd_vllm_ascend_version (None or '' when not set).
+
+    Returns [{name, message}] with name UnsupportedRelease (a host runs no supported release, or a vLLM the
+    release is not built for) or ReleaseMismatch (P and D run different releases, or the inventory names
+    another release than the hosts run)."""
+    out = []
+    head = 'cluster %s' % cluster
+    by_release = {}
+    for e in engines:
+        where = _engine_where(e)
+        py = ' (Python %s)' % e['python'] if e.get('python') else ''
+        if e.get('error'):
+            out.append(dict(name=UNSUPPORTED_RELEASE, message='[%s] %s, %s: the installed vllm-ascend could not be read: '
+                            '%s. Fix: check vllm_pd_vllm_binary (and the engine image for the container runtime); the '
+                            'preflight runs the Python of its #! line' % (UNSUPPORTED_RELEASE, head, where, e['error'])))
+            continue
+        version = e.get('vllm_ascend')
+        if not version:
+            out.append(dict(name=UNSUPPORTED_RELEASE, message='[%s] %s, %s: no vllm-ascend distribution in the engine\'s '
+                            'Python%s, so vLLM would run without the Ascend plugin. Fix: install one of %s there' % (
+                                UNSUPPORTED_RELEASE, head, where, py, ', '.join(supported_versions()))))
+            continue
+        try:
+            key = normalize(version)
+        except ValueError:
+            key = str(version)
+        by_release.setdefault(key, []).append(where)
+        problem = support_problem(version)
+        if problem:
+            out.append(dict(name=UNSUPPORTED_RELEASE, message='[%s] %s, %s%s: %s' % (
+                UNSUPPORTED_RELEASE, head, where, py, problem)))
+            continue
+        pinned = RELEASES[key]['vllm']
+        have = e.get('vllm')
+        try:
+            same = have is not None and base_release(normalize(have)) == base_release(pinned)
+        except ValueError:
+            same = False
+        if not same:
+            out.append(dict(name=UNSUPPORTED_RELEASE, message='[%s] %s, %s%s: vllm-ascend %s is built for vLLM %s, but the '
+                            'engine\'s Python has %s. Fix: install vLLM %s next to it' % (
+                                UNSUPPORTED_RELEASE, head, where, py, key, pinned,
+                                'vLLM %s' % have if have else 'no vLLM', pinned)))
+    if len(by_release) > 1:
+        runs = '; '.join('%s on %s' % (v, ', '.join(sorted(w))) for v, w in sorted(by_release.items()))
+        out.append(dict(name=RELEASE_MISMATCH, message='[%s] %s: P and D must run one vllm-ascend release (the KV '
+                        'connector, its log and its port formula differ between releases), but it runs %s. Fix: install '
+                        'one release on every engine host of the cluster' % (RELEASE_MISMATCH, head, runs)))
+    if inventory_version:
+        try:
+            want = normalize(inventory_version)
+        except ValueError:
+            want = None  # the inventory rule names a malformed value
+        other = sorted((v, w) for v, w in by_release.items() if want and v != want)
+        if other:
+            out.append(dict(name=RELEASE_MISMATCH, message='[%s] %s: vllm_pd_vllm_ascend_version is %s, but %s. Fix: '
+                            'correct vllm_pd_vllm_ascend_version, or remove it (the preflight reads the release), or '
+                            'install %s' % (RELEASE_MISMATCH, head, want, '; '.join(
+                                '%s runs %s' % (', '.join(sorted(w)), v) for v, w in other), want)))
+    return out

@@ -39,7 +39,7 @@ SIGNATURES = (
     # speculative decoding on P only (vllm-ascend #16177)
     ('LogSpecDecodeIndex', 'IndexError: list index out of range', 'error', ('decode',)),
     ('LogForceFreed', 'Force freed expired request:', 'error', ('prefill',)),
-    ('LogForceFreed', 'Force freed request:', 'error', ('prefill',)),  # releases before v0.18.0
+    ('LogForceFreed', 'Force freed request:', 'error', ('prefill',)),  # 0.18.0, 0.13.0, 0.11.0 (releases.py)
 )
 
 FIX = dict(
@@ -52,7 +52,7 @@ FIX = dict(
     LogVersionMismatch='the NPU driver and CANN do not belong together: install the CANN of the driver',
     LogNpuMemoryTaken='another process uses the NPU memory: stop it (npu-smi info) or give the engine other NPUs',
     LogConnectFailed='Mooncake cannot reach the peer it was given: check the advertised address (VLLM_HOST_IP), '
-                     'the NPU network (hccn_tool -ping) and use_ascend_direct with CANN >= 8.3.RC1',
+                     'the NPU network (hccn_tool -ping) and that CANN is the one of the release (CannIncompatible)',
     LogTransferTimeout='the RDMA read did not finish within ASCEND_TRANSFER_TIMEOUT: check the NPU links, and '
                        'keep ASCEND_TRANSFER_TIMEOUT above 4.096 us * 2^HCCL_RDMA_TIMEOUT * HCCL_RDMA_RETRY_CNT',
     LogTransferFailed='D could not pull the KV blocks from P: see the reachability and port-group findings',

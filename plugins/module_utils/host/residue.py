@@ -291,3 +291,63 @@ def plan(patterns, proc_root='/proc'):
         inner, pids = held[0]
         kept.append(dict(path=e, in_use_path=inner, pid=pids[0], pids=pids, process=_comm(proc_root, pids[0])))
     return removable, kept
+
+
+# Log pruning: vllm-ascend 0.23 writes every vllm log line also to ~/ascend/log/vllm_ascend/vllm_ascend_<ts>_<pid>.log
+# (logger.py, a new file each start, never pruned) and CANN its plogs under ~/ascend/log (or ASCEND_PROCESS_LOG_PATH).
+LOG_SUFFIX = '.log'
+# never walked for logs, whatever the inventory says
+SYSTEM_DIRS = ('/proc', '/sys', '/dev', '/etc', '/usr', '/boot', '/bin', '/sbin', '/lib', '/lib64', '/run')
+
+
+def log_dir_problem(path):
+    """Why PATH cannot be pruned for old logs (a sentence), or None."""
+    if not isinstance(path, str) or not path.startswith('/'):
+        return 'log directory %r is not an absolute path' % (path,)
+    norm = os.path.normpath(path)
+    if norm == '/' or any(part in ('.', '..') for part in path.split('/')):
+        return 'log directory %r is / or has a "." or ".." component' % path
+    if _under(norm, SYSTEM_DIRS):
+        return 'log directory %r is a system directory' % path
+    bad = symlinked_part(norm)
+    if bad:
+        return 'log directory %r goes through %s, which is a symlink or not a directory' % (path, bad)
+    return None
+
+
+def old_logs(log_dirs, max_age_s, now, proc_root='/proc'):
+    """Files named *.log under LOG_DIRS (walked without following symlinks; regular files only) whose last change
+    is more than MAX_AGE_S seconds before NOW -> (removable [path], kept [{path, in_use_path, pid, pids, process}]):
+    a file a live process holds (open or mapped) is kept. ValueError names a directory that cannot be pruned."""
+    for d in log_dirs:
+        problem = log_dir_problem(d)
+        if problem:
+            raise ValueError(problem)
+    dirs = [os.path.normpath(d) for d in log_dirs]
+    found = []
+    for d in dirs:
+        for root, _dirnames, files in os.walk(d, followlinks=False):
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                if not name.endswith(LOG_SUFFIX) or path in found:
+                    continue
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > max_age_s:
+                    found.append(path)
+    if not found:
+        return [], []
+    used = scan_in_use(dirs, proc_root)
+    removable, kept = [], []
+    for path in found:
+        try:
+            pids = used.holders(path, os.lstat(path))
+        except OSError:
+            continue
+        if pids:
+            kept.append(dict(path=path, in_use_path=path, pid=pids[0], pids=pids, process=_comm(proc_root, pids[0])))
+        else:
+            removable.append(path)
+    return removable, kept

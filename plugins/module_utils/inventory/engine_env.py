@@ -22,6 +22,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
+
 ABORT_MOONCAKE = 'VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT'
 ABORT_NIXL = 'VLLM_NIXL_ABORT_REQUEST_TIMEOUT'
 # The first release whose Mooncake connector reads ABORT_MOONCAKE (a final release: its rc1 did not).
@@ -50,9 +52,16 @@ def parse_version(text):
 
 def abort_timeout_names(version):
     """The abort-timeout variable(s) to set for VERSION (None or '' = unknown: both, so either release
-    reads it)."""
+    reads it). A release of the table (releases.RELEASES abort_env) gets the name its connector reads;
+    another one (refused by the preflight unless UnsupportedRelease is ignored) the name by the rule above."""
     if version is None or str(version).strip() == '':
         return [ABORT_MOONCAKE, ABORT_NIXL]
+    try:
+        named = releases.abort_env(version)
+    except ValueError:
+        named = None  # parse_version names it below
+    if named:
+        return [named]
     return [ABORT_MOONCAKE] if parse_version(version) >= FIRST_MOONCAKE_ABORT else [ABORT_NIXL]
 
 

@@ -409,7 +409,7 @@ def rule_argv_words(view):
             if view.has(h, var) and not isinstance(view.get(h, var), dict):
                 yield hfind(view, h, var, "%s=%s must be a mapping (it becomes kv_connector_extra_config), not a %s"
                             % (var, show(view.get(h, var)), type(view.get(h, var)).__name__),
-                            "write it as a YAML mapping, e.g. %s: {use_ascend_direct: true}" % var)
+                            "write it as a YAML mapping, e.g. %s: {prefill: {pp_layer_partition: '31,30'}}" % var)
 
 
 def _container_host(view, h):

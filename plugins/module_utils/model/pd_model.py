@@ -22,30 +22,91 @@ IDENTITY_FILES = ('config.json', 'generation_config.json', 'tokenizer.json', 'to
                   'tokenizer.model', 'vocab.json', 'merges.txt', 'special_tokens_map.json', 'added_tokens.json')
 
 
+# transformers' PretrainedConfig.get_text_config (what vLLM's get_hf_text_config calls): the sub-config under one of
+# these names is the text model's; more than one is ambiguous (transformers raises ValueError).
+TEXT_CONFIG_NAMES = ('text_encoder', 'decoder', 'generator', 'text_config')
+
+
+def _sub_configs(config):
+    return [n for n in TEXT_CONFIG_NAMES if isinstance(config, dict) and config.get(n) is not None]
+
+
 def text_config(config):
-    """vLLM reads the text part of a multimodal config (text_config) when there is one."""
-    inner = config.get('text_config') if isinstance(config, dict) else None
-    return inner if isinstance(inner, dict) else (config if isinstance(config, dict) else {})
+    """The config vLLM reads the text model from: the one sub-config of TEXT_CONFIG_NAMES, else the config itself."""
+    names = _sub_configs(config)
+    if len(names) == 1 and isinstance(config[names[0]], dict):
+        return config[names[0]]
+    return config if isinstance(config, dict) else {}
+
+
+def _block_experts(cfg):
+    """vLLM's fallback for heterogeneous models (NemotronH): the most routed experts of a block_configs MoE block."""
+    most = 0
+    for block in cfg.get('block_configs') or []:
+        if isinstance(block, dict) and block.get('block_type') == 'moe':
+            try:
+                most = max(most, int(block.get('n_routed_experts') or 0))
+            except (TypeError, ValueError):
+                pass
+    return most
 
 
 def expert_count(config):
-    """Experts per vLLM's rule: the first present key of VLLM_EXPERT_KEYS; None counts as 0."""
+    """Experts per vLLM's rule (model_arch_config_convertor get_num_experts): the first present key of
+    VLLM_EXPERT_KEYS (None counts as 0, a list its first element), else the MoE blocks of block_configs."""
     cfg = text_config(config)
+    count = 0
     for key in VLLM_EXPERT_KEYS:
         if key in cfg:
             value = cfg[key]
             if isinstance(value, (list, tuple)):
                 value = value[0] if value else 0
             try:
-                return int(value or 0)
+                count = int(value or 0)
             except (TypeError, ValueError):
-                return 0
-    return 0
+                count = 0
+            break
+    return count or _block_experts(cfg)
+
+
+def _expert_paths(node, path=''):
+    """Where expert keys (VLLM_EXPERT_KEYS with a value > 0) sit in NODE, as dotted paths of their dicts."""
+    out = []
+    if isinstance(node, dict):
+        if any(node.get(k) not in (None, 0, [], False) for k in VLLM_EXPERT_KEYS):
+            out.append(path or '(top level)')
+        for key, value in node.items():
+            if isinstance(value, (dict, list)):
+                out += _expert_paths(value, '%s.%s' % (path, key) if path else str(key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _expert_paths(value, '%s[%d]' % (path, i))
+    return out
+
+
+def kind_problem(config):
+    """A sentence when this reading cannot tell what vLLM makes of CONFIG (MoE or dense), else None."""
+    names = _sub_configs(config)
+    if len(names) > 1:
+        return ('config.json has more than one text sub-config (%s): transformers refuses to choose, so the model kind '
+                'is unknown here' % ', '.join(names))
+    if expert_count(config) > 0:
+        return None
+    chosen = names[0] if names else ''
+    elsewhere = [p for p in _expert_paths(config) if p != (chosen or '(top level)') and not p.startswith('block_configs')
+                 and not (chosen and p.startswith(chosen + '.block_configs'))]
+    if elsewhere:
+        return ('config.json has expert keys under %s, a sub-config vLLM reads only through the model\'s own config class, '
+                'so whether vLLM runs it as MoE is unknown here' % ', '.join(elsewhere))
+    return None
 
 
 def model_kind(config):
-    """'moe' when vLLM treats the model as MoE (its DP ranks stay one group), else 'dense'."""
-    return 'moe' if expert_count(config) > 0 else 'dense'
+    """'moe' when vLLM treats the model as MoE (its DP ranks stay one group), 'dense', or None when unknown
+    (kind_problem says why)."""
+    if expert_count(config) > 0:
+        return 'moe'
+    return None if kind_problem(config) else 'dense'
 
 
 def ascend_moe(config):
@@ -96,6 +157,7 @@ def read_model_dir(path, read_bytes):
         return out
     out['experts'] = expert_count(config)
     out['kind'] = model_kind(config)
+    out['error'] = kind_problem(config) or ''
     out['ascend_moe'] = ascend_moe(config)
     mpe = text_config(config).get('max_position_embeddings')
     out['max_position_embeddings'] = mpe if isinstance(mpe, int) and not isinstance(mpe, bool) else None

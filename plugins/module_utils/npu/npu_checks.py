@@ -11,19 +11,10 @@ check_names.CHECKS. Pure functions over plain data.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu.npu_parse import (
     memlock_unlimited, mounted_paths, parse_size, run_option_values)
 
-# vllm-ascend release -> the CANN it is built and tested with [facts §4, versioning_policy.md].
-VLLM_ASCEND_CANN = {
-    'v0.23.0': '9.1.0',
-    'v0.23.0rc1': '9.0.1',
-    'v0.22.1rc1': '9.0.0',
-    'v0.21.0rc1': '9.0.0',
-    'v0.20.2rc1': '9.0.0',
-    'v0.19.1rc1': '8.5.1',
-    'v0.18.0': '8.5.1',
-}
 MIN_SHM_MB = 1024
 IN_CONTAINER = ('/etc/hccn.conf', '/usr/local/Ascend/driver/tools/hccn_tool')
 
@@ -139,6 +130,23 @@ def ping_findings(host, results):
     return out
 
 
+def _cann_of(version):
+    try:
+        return releases.cann_for(version) if version else None
+    except ValueError:
+        return None
+
+
+def cann_note(vllm_ascend_version):
+    """A sentence when the CANN check cannot be made for VLLM_ASCEND_VERSION (no release, or no CANN row), else None."""
+    if not vllm_ascend_version:
+        return 'the vllm-ascend release is not known here, so CANN was not compared with the CANN it is built with'
+    if _cann_of(vllm_ascend_version) is None:
+        return ('vllm-ascend %s has no CANN row in the release table (plugins/module_utils/common/releases.py), so '
+                'CANN was not compared with the CANN it is built with' % vllm_ascend_version)
+    return None
+
+
 def version_findings(host, driver, cann, vllm_ascend_version=None):
     out = []
     if not driver:
@@ -149,7 +157,8 @@ def version_findings(host, driver, cann, vllm_ascend_version=None):
         out.append(finding('VersionUnreadable', host, None, 'no CANN version',
                            'ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info or latest/version.cfg',
                            'install the CANN toolkit (or source its set_env.sh path)', 'the CANN version cannot be read'))
-    want = VLLM_ASCEND_CANN.get(vllm_ascend_version) if vllm_ascend_version else None
+    # the release table knows each release's CANN (a post release is its base release: 0.23.0.post1 -> 9.1.0)
+    want = _cann_of(vllm_ascend_version)
     if cann and want and cann != want:
         out.append(finding('CannIncompatible', host, None, 'CANN %s' % cann, 'CANN %s for vllm-ascend %s' % (
             want, vllm_ascend_version), 'install CANN %s or the vllm-ascend release built for CANN %s' % (want, cann),

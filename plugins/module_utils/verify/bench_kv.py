@@ -4,9 +4,9 @@
 """KV transfer times per P->D pair, from the decode engines' log lines.
 
 vllm-ascend's MooncakeConnectorV1 exports no metric for them; D (which pulls) logs, at INFO, one line
-per transfer and rank:
+per transfer and rank, in the format of its release (releases.RELEASES kv_log):
 ``KV cache transfer for request %s took %.2f ms. local_ip %s local_device_id %s remote_session_id %s``
-(vllm_ascend/distributed/kv_transfer/kv_p2p/mooncake_connector.py). local_ip is D's VLLM_HOST_IP,
+(0.23), ``... took %.2f ms (%d groups, %d blocks). local_ip ...`` (0.18 and older). local_ip is D's VLLM_HOST_IP,
 remote_session_id is ``P_ADDRESS:TE_RPC_PORT``, so the pair is (the P host with that address, this D).
 """
 
@@ -17,7 +17,9 @@ import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
 
-KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms\. '
+# anchored on "request <id> took": 0.23's "Skipping KV cache transfer for request. remote_request_id=..." is none
+KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms'
+                     r'(?: \((?P<groups>[0-9]+) groups, (?P<blocks>[0-9]+) blocks\))?\. '
                      r'local_ip (?P<local_ip>\S+) local_device_id (?P<device>\S+) '
                      r'remote_session_id (?P<session>\S+)')
 

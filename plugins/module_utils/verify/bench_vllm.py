@@ -6,8 +6,9 @@
 Flags differ by release (shared docs observability-bench.md A1): `--backend` must always be given
 (its default changed from vllm to openai), without `--host/--port` the tool hits 127.0.0.1:8000,
 `p99_*` keys exist only for the percentiles asked for, `failed` only from v0.13. So the argv is built
-from the flags the installed release lists in `vllm bench serve --help`, and a flag the gate needs that
-it lacks makes the tool unusable rather than silently different.
+from the flags the installed release lists in `vllm bench serve --help=all` (plain --help lists only the
+group titles since vLLM 0.10), and a flag the gate needs that it lacks makes the tool unusable rather than
+silently different.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,6 +26,8 @@ REQUIRED_FLAGS = ('--backend', '--host', '--port', '--endpoint', '--model', '--d
                   '--random-output-len', '--num-prompts', '--request-rate', '--percentile-metrics',
                   '--metric-percentiles', '--save-result', '--result-dir', '--result-filename')
 FLAG = re.compile(r'(?<![\w-])(--[a-z0-9][a-z0-9-]*)')
+# what lists every flag: --help=all (vLLM >= 0.10), else --help (a release that refuses --help=all)
+HELP_OPTIONS = ('--help=all', '--help')
 
 
 def help_flags(help_text):
@@ -84,9 +87,21 @@ def _metric(data, name, samples):
     return out
 
 
-def _tpot_samples(data):
+def _latencies(data):
+    """Per-request end-to-end latency (s), aligned with ttfts/output_lens (None for a failed request).
+
+    vLLM's result file has no `latencies` (benchmarks/serve.py, the result dict): a request's latency is the time of
+    its last token (lib/endpoint_request_func.py), i.e. its ttft plus the sum of its inter-token gaps (itls)."""
+    if data.get('latencies'):
+        return data['latencies']
+    ttfts, itls, errors = data.get('ttfts') or [], data.get('itls') or [], data.get('errors') or []
+    return [ttfts[i] + sum(itls[i] or []) if ttfts[i] and i < len(itls) and not (i < len(errors) and errors[i])
+            else None for i in range(len(ttfts))]
+
+
+def _tpot_samples(data, lat):
     """Per-request TPOT (ms) as vllm computes it: (latency - ttft) / (output tokens - 1)."""
-    lat, ttft, outl = data.get('latencies') or [], data.get('ttfts') or [], data.get('output_lens') or []
+    ttft, outl = data.get('ttfts') or [], data.get('output_lens') or []
     return [(lat[i] - ttft[i]) * 1000.0 / (outl[i] - 1) for i in range(min(len(lat), len(ttft), len(outl)))
             if outl[i] and outl[i] > 1 and lat[i] and ttft[i]]
 
@@ -99,8 +114,8 @@ def normalize(data, count):
     failed = int(failed) if failed is not None else max(0, int(count) - completed)
     errors = [str(e) for e in data.get('errors') or [] if e][:20]
     itls = [x for per_request in data.get('itls') or [] for x in per_request or []]
-    samples = dict(ttft=_ms(data.get('ttfts')), tpot=_tpot_samples(data), itl=_ms(itls),
-                   e2el=_ms(data.get('latencies')))
+    lat = _latencies(data)
+    samples = dict(ttft=_ms(data.get('ttfts')), tpot=_tpot_samples(data, lat), itl=_ms(itls), e2el=_ms(lat))
     out = dict(completed=completed, failed=failed, errors=errors, duration_s=float(data.get('duration') or 0.0),
                request_throughput=float(data.get('request_throughput') or 0.0),
                output_throughput=float(data.get('output_throughput') or 0.0),

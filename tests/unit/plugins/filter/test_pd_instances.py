@@ -2,6 +2,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_instances import engine_instances, group_ports, pd_instances
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases as R
 
 
 def test_internal_dp_is_one_instance_with_the_legacy_unit():
@@ -96,6 +97,24 @@ def test_dense_internal_dp_on_prefill_is_refused_naming_the_fix():
     # a consumer binds nothing, and dp 1 decides nothing
     assert engine_instances("decode", 4, 2, [], 8200, kv_port=30100, model_kind="dense")[0]["dp_size"] == 2
     assert engine_instances("prefill", 4, 1, [], 8100, kv_port=30000, model_kind="dense")[0]["kv_port"] == 30000
+
+
+@pytest.mark.parametrize("version, env", [
+    ("0.23.0.post1", {}), ("0.13.0", {}), ("0.18.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}),
+])
+def test_dense_internal_dp_on_prefill_gets_the_moe_plan_where_the_release_keeps_the_rank(version, env):
+    keeps = R.dense_dp_keeps_rank(version, env)
+    dense = engine_instances("prefill", 4, 2, [], 8100, kv_port=30000, model_kind="dense", dense_keeps_rank=keeps)
+    moe = engine_instances("prefill", 4, 2, [], 8100, kv_port=30000, model_kind="moe")
+    plan = ("kv_port", "port_rank_start", "dp_size", "dp_size_local", "tp", "devices")
+    assert [{k: i[k] for k in plan} for i in dense] == [{k: i[k] for k in plan} for i in moe]
+    assert group_ports(dense[0]) == list(range(30000, 30008))
+
+
+def test_dense_internal_dp_on_prefill_is_refused_on_0_18_without_balance_scheduling():
+    with pytest.raises(ValueError, match="VLLM_ASCEND_BALANCE_SCHEDULING"):
+        engine_instances("prefill", 4, 2, [], 8100, kv_port=30000, model_kind="dense",
+                         dense_keeps_rank=R.dense_dp_keeps_rank("0.18.0", {}))
 
 
 def test_unknown_kind_matters_only_with_dp():

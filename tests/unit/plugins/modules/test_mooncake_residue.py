@@ -61,3 +61,23 @@ def test_removes_unused_keeps_in_use_and_never_follows_links(run_module, tmp_pat
 def test_refuses_broad_pattern(run_module, tmp_path):
     failed, res = run_module(M, dict(patterns=[str(tmp_path) + '/*']))
     assert failed and 'refusing pattern' in res['msg']
+
+
+def test_old_engine_logs_are_pruned_only_with_a_retention_and_never_a_held_one(run_module, tmp_path):
+    logs = tmp_path / 'ascend' / 'log' / 'vllm_ascend'
+    logs.mkdir(parents=True)
+    old, held, young = (logs / 'vllm_ascend_1_1.log', logs / 'vllm_ascend_2_2.log', logs / 'vllm_ascend_3_3.log')
+    for path, days in ((old, 20), (held, 20), (young, 2)):
+        path.write_text('x')
+        os.utime(str(path), (os.path.getmtime(str(path)) - days * 86400,) * 2)
+    args = dict(patterns=[], log_dirs=[str(tmp_path / 'ascend' / 'log')])
+    failed, res = run_module(M, dict(args))  # no retention: every log stays
+    assert not failed and not res['changed'] and res['pruned_logs'] == [] and old.exists()
+    with open(str(held)):
+        failed, res = run_module(M, dict(args, log_retention_days=7, _ansible_check_mode=True))
+        assert not failed and res['changed'] and res['pruned_logs'] == [str(old)] and old.exists()
+        failed, res = run_module(M, dict(args, log_retention_days=7))
+    assert not failed and res['pruned_logs'] == [str(old)] and not old.exists()
+    assert held.exists() and young.exists() and [k['path'] for k in res['kept_in_use']] == [str(held)]
+    failed, res = run_module(M, dict(patterns=[], log_dirs=['/etc'], log_retention_days=7))
+    assert failed and 'system directory' in res['msg']

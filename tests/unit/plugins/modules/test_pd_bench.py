@@ -16,10 +16,10 @@ import pytest
 
 from ansible_collections.vllm_pd.ascend.plugins.modules import pd_bench as M
 
-HELP = ('usage: vllm bench serve --backend B --host H --port P --endpoint E --model M --served-model-name N '
-        '--dataset-name D --random-input-len N --random-output-len N --num-prompts N --request-rate R '
-        '--max-concurrency N --percentile-metrics M --metric-percentiles P --save-result --result-dir D '
-        '--result-filename F --ignore-eos --seed S')
+# vLLM 0.23.0's `vllm bench serve --help=all` and `--help` (scripts/vllm-bench-help over its sdist)
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', 'module_utils', 'verify', 'fixtures')
+HELP_ALL = os.path.join(FIXTURES, 'vllm-0.23.0-bench-serve-help-all.txt')
+HELP_PLAIN = os.path.join(FIXTURES, 'vllm-0.23.0-bench-serve-help.txt')
 
 
 class Completions(BaseHTTPRequestHandler):
@@ -87,10 +87,11 @@ def test_auto_with_bench_serve_runs_it_and_reads_its_result(run_module, server, 
                   total_output_tokens=24, mean_ttft_ms=5.0, median_ttft_ms=4.0, p50_ttft_ms=4.0, p90_ttft_ms=8.0,
                   p99_ttft_ms=9.0)
     vllm = executable(tmp_path / 'vllm', (
-        'if [ "$3" = "--help" ]; then echo "%s"; exit 0; fi\n'
+        'if [ "$3" = "--help=all" ]; then cat %s; exit 0; fi\n'
+        'if [ "$3" = "--help" ]; then cat %s; exit 0; fi\n'
         'echo "$@" > %s\n'
         'while [ $# -gt 0 ]; do case "$1" in --result-dir) d=$2;; --result-filename) f=$2;; esac; shift; done\n'
-        "echo '%s' > \"$d/$f\"\n") % (HELP, seen, json.dumps(result)))
+        "echo '%s' > \"$d/$f\"\n") % (HELP_ALL, HELP_PLAIN, seen, json.dumps(result)))
     failed, res = run_module(M, run_args(server, vllm_binary=vllm, concurrency=2))
     assert not failed, res
     assert res['tool'] == 'vllm bench serve' and res['load']['tool'] == 'vllm bench serve'

@@ -43,3 +43,63 @@ def test_every_release_has_every_fact():
         assert set(entry) - {"reason"} == keys - {"reason"}, version
         assert entry["status"] in ("supported", "refused")
         assert entry["status"] == "supported" or entry["reason"]
+
+
+def _e(host, kind, va, vl, **kw):
+    return dict(dict(host=host, kind=kind, vllm_ascend=va, vllm=vl, python='/usr/bin/python3'), **kw)
+
+
+def test_one_supported_release_on_every_engine_passes():
+    engines = [_e("p1", "prefill", "0.23.0.post1", "0.23.0"), _e("d1", "decode", "0.23.0.post1", "0.23.0")]
+    assert R.installed_findings("c1", engines) == []
+    assert R.installed_findings("c1", engines, "0.23.0.post1") == []
+    assert R.installed_findings("c1", [_e("p1", "prefill", "0.18.0", "0.18.0+empty")], "v0.18.0") == []
+
+
+@pytest.mark.parametrize("va, vl, words", [
+    ("0.13.0", "0.13.0", "renumbers"), ("0.11.0", "0.11.0", "no /instances admin API"),
+    ("0.99.0", "0.99.0", "not a release this collection"), (None, "0.23.0", "no vllm-ascend distribution"),
+    ("0.23.0.post1", "0.18.0", "built for vLLM 0.23.0"), ("0.23.0.post1", None, "has no vLLM"),
+])
+def test_an_unsupported_installed_release_is_refused_by_name(va, vl, words):
+    found = R.installed_findings("c1", [_e("p1", "prefill", va, vl)])
+    assert [f["name"] for f in found] == ["UnsupportedRelease"]
+    assert words in found[0]["message"] and "host p1 prefill" in found[0]["message"] and "Fix:" in found[0]["message"]
+
+
+def test_an_unreadable_release_is_refused_with_the_reason():
+    found = R.installed_findings("c1", [dict(host="p1", kind="prefill", error="no vllm on PATH")])
+    assert [f["name"] for f in found] == ["UnsupportedRelease"] and "no vllm on PATH" in found[0]["message"]
+
+
+def test_p_and_d_on_different_releases_are_a_mismatch():
+    engines = [_e("p1", "prefill", "0.23.0.post1", "0.23.0"), _e("d1", "decode", "0.18.0", "0.18.0")]
+    found = R.installed_findings("c1", engines)
+    assert [f["name"] for f in found] == ["ReleaseMismatch"]
+    assert "0.18.0 on host d1 decode; 0.23.0.post1 on host p1 prefill" in found[0]["message"]
+
+
+def test_the_inventory_release_is_compared_with_the_installed_one():
+    engines = [_e("p1", "prefill", "0.18.0", "0.18.0"), _e("d1", "decode", "0.18.0", "0.18.0")]
+    found = R.installed_findings("c1", engines, "v0.23.0")
+    assert [f["name"] for f in found] == ["ReleaseMismatch"]
+    assert "vllm_pd_vllm_ascend_version is 0.23.0" in found[0]["message"] and "runs 0.18.0" in found[0]["message"]
+
+
+@pytest.mark.parametrize("version, env, keeps", [
+    ("0.23.0.post1", {}, True), ("0.23.0", {}, True), ("0.13.0", {}, True), ("0.11.0", {}, True),
+    ("0.18.0", {}, False), ("0.18.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}, True),
+    ("0.18.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "0"}, False), ("", {}, False), ("0.99.0", {}, False),
+])
+def test_dense_dp_rank_follows_the_release_and_its_environment(version, env, keeps):
+    assert R.dense_dp_keeps_rank(version, env) is keeps
+
+
+def test_the_extra_config_example_of_the_inventory_rule_is_a_key_every_supported_release_reads():
+    import inspect
+    import re
+    from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules
+    m = re.search(r"e\.g\. %s: \{(\w+): \{(\w+):", inspect.getsource(inventory_rules))
+    assert m, "the fix text of vllm_pd_kv_connector_extra gives no example key"
+    for version in R.supported_versions():
+        assert "%s.%s" % m.groups() in R.RELEASES[version]["extra_config_keys"], version

@@ -136,3 +136,45 @@ def test_remove_entry_removes_a_tree_but_never_what_a_symlink_in_it_points_to(tm
     os.symlink(str(precious), str(link))
     R.remove_entry(str(link))
     assert not os.path.lexists(str(link)) and (precious / 'deep' / 'data').read_text() == 'keep'
+
+
+def _log(path, age_days, now, text='x'):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.utime(str(path), (now - age_days * 86400, now - age_days * 86400))
+    return str(path)
+
+
+def test_old_logs_are_pruned_but_never_one_a_live_process_holds(tmp_path):
+    now = 2000000000.0
+    base = tmp_path / 'ascend' / 'log'
+    old = _log(base / 'vllm_ascend' / 'vllm_ascend_20261101_120000_42.log', 30, now)
+    plog = _log(base / 'debug' / 'plog' / 'plog-42_20261101.log', 30, now)
+    young = _log(base / 'vllm_ascend' / 'vllm_ascend_20261204_120000_43.log', 1, now)
+    other = _log(base / 'vllm_ascend' / 'notes.txt', 30, now)
+    held = _log(base / 'vllm_ascend' / 'vllm_ascend_20261101_130000_44.log', 30, now)
+    outside = _log(tmp_path / 'elsewhere' / 'old.log', 30, now)
+    (base / 'linked').symlink_to(tmp_path / 'elsewhere')  # never followed
+    with open(held) as f:  # this process holds it open, as a running engine holds its log
+        os.utime(held, (now - 30 * 86400, now - 30 * 86400))
+        removable, kept = R.old_logs([str(base)], 14 * 86400, now)
+    assert sorted(removable) == sorted([old, plog]) and f.closed
+    assert [k['path'] for k in kept] == [held] and kept[0]['pid'] == os.getpid()
+    assert young not in removable and other not in removable and outside not in removable
+
+
+@pytest.mark.parametrize('path, words', [
+    ('ascend/log', 'not an absolute path'), ('/', 'is /'), ('/etc/ascend', 'system directory'),
+    ('/root/../etc', '".."'),
+])
+def test_log_dirs_that_are_never_pruned(path, words):
+    assert words in R.log_dir_problem(path)
+    with pytest.raises(ValueError, match='log directory'):
+        R.old_logs([path], 1, 0)
+
+
+def test_a_log_dir_through_a_symlink_is_refused(tmp_path):
+    (tmp_path / 'real').mkdir()
+    (tmp_path / 'link').symlink_to(tmp_path / 'real')
+    assert 'symlink' in R.log_dir_problem(str(tmp_path / 'link' / 'log'))
+    assert R.old_logs([str(tmp_path / 'missing')], 1, 0) == ([], [])

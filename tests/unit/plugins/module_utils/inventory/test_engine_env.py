@@ -3,6 +3,7 @@ import pytest
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env as E
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency as c
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.check_names import CHECKS
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases as R
 
 
 @pytest.mark.parametrize("version, names", [
@@ -18,6 +19,15 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.check_names 
 ])
 def test_abort_timeout_names_follow_the_release(version, names):
     assert E.abort_timeout_names(version) == names
+
+
+@pytest.mark.parametrize("version", sorted(R.RELEASES))
+def test_a_release_of_the_table_gets_the_name_its_connector_reads(version, monkeypatch):
+    assert E.abort_timeout_names(version) == [R.RELEASES[version]["abort_env"]]
+    # the table decides, not the version rule: a table that says otherwise is followed
+    other = E.ABORT_NIXL if R.RELEASES[version]["abort_env"] == E.ABORT_MOONCAKE else E.ABORT_MOONCAKE
+    monkeypatch.setitem(R.RELEASES, version, dict(R.RELEASES[version], abort_env=other))
+    assert E.abort_timeout_names(version) == [other]
 
 
 @pytest.mark.parametrize("bad", ["latest", "0.18.0-rc1x", "v0.x.0", "18"])

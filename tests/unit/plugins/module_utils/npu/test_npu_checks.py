@@ -3,6 +3,8 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import pytest
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import check_names
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu import npu_checks as C
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu import npu_parse as P
@@ -86,6 +88,23 @@ def test_versions_and_compat_table():
     assert checks(C.version_findings('h', '25.2.0', '8.5.1', 'v0.23.0')) == ['CannIncompatible']
     assert C.version_findings('h', '25.2.0', '9.1.0', 'v0.23.0') == []
     assert C.version_findings('h', '25.2.0', '8.5.1', 'v9.9.9') == []   # not in the table: no claim
+    assert C.cann_note('v9.9.9') is not None and 'no CANN row' in C.cann_note('v9.9.9')
+    assert C.cann_note('') is not None
+    assert C.cann_note('v0.23.0') is None
+
+
+@pytest.mark.parametrize('version, right, wrong', [
+    ('0.23.0.post1', '9.1.0', '8.5.1'),   # what pip prints: a post release of 0.23.0
+    ('v0.23.0', '9.1.0', '8.5.1'),
+    ('0.18.0', '8.5.1', '8.5.0'),         # pip's spelling, without the v
+    ('0.13.0', '8.5.0', '8.3.RC2'),
+    ('0.11.0', '8.3.RC2', '8.5.1'),
+    ('0.23.0rc1', '9.0.1', '9.1.0'),
+])
+def test_cann_is_checked_for_every_spelling_of_a_known_release(version, right, wrong):
+    assert C.version_findings('h', '25.2.0', right, version) == []
+    assert checks(C.version_findings('h', '25.2.0', wrong, version)) == ['CannIncompatible']
+    assert C.cann_note(version) is None
 
 
 def test_container_options():

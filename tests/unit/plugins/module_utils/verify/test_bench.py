@@ -6,12 +6,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import os
 import re
 from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import check_names
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import check_names, releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_gate, bench_kv, bench_report, bench_vllm
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.inventory_rules import inventory_errors
@@ -34,6 +35,28 @@ def test_kv_line_of_vllm_ascend_is_parsed():
     assert bench_kv.parse_line('Mooncake transfer failed for request. remote_request_id=x, ret=-1.') is None
 
 
+def _kv_line(version, ms):
+    """The line the Mooncake connector of VERSION logs, formatted from the release table's format string."""
+    fmt = releases.RELEASES[version]['kv_log']
+    values = ['cmpl-abc-0-1f2e3d4c', ms] + ([3, 17] if '%d groups' in fmt else []) + ['10.0.0.2', 4, '10.0.0.1:16462']
+    return 'INFO 12-04 15:12:54 [mooncake_connector.py:973] ' + fmt % tuple(values)
+
+
+@pytest.mark.parametrize('version', sorted(releases.RELEASES))
+def test_the_kv_line_of_every_release_is_parsed(version):
+    t = bench_kv.parse_line(_kv_line(version, 12.5))
+    assert t == dict(request='cmpl-abc-0-1f2e3d4c', ms=12.5, local_ip='10.0.0.2', device='4',
+                     remote_address='10.0.0.1', remote_port='16462')
+    pairs = bench_kv.pair_times([{'host': 'd1', 'address': '10.0.0.2', 'text': _kv_line(version, 7.0)}],
+                                {'10.0.0.1': 'p1'})
+    assert [(p['prefill'], p['decode'], p['samples']) for p in pairs] == [('p1', 'd1', [7.0])]
+
+
+def test_the_skipping_line_of_0_23_is_no_transfer():
+    assert bench_kv.parse_line('WARNING [mooncake_connector.py:717] Skipping KV cache transfer for request. '
+                               'remote_request_id=cmpl-abc-0-1f2e3d4c') is None
+
+
 def test_pairs_join_the_session_address_to_the_prefill_host_and_summarise_each():
     logs = [dict(host='d1', address='10.0.0.2', text=kv_text([10, 20, 30]) + '\n' + kv_text([500], p_ip='10.0.0.9')),
             dict(host='d2', address='10.0.0.3', text=kv_text([5, 5], d_ip='10.0.0.3')),
@@ -49,11 +72,20 @@ def test_pairs_join_the_session_address_to_the_prefill_host_and_summarise_each()
 
 # ------------------------------------------------------------------ vllm bench serve
 
-HELP = """usage: vllm bench serve [-h] [--backend {vllm,openai}] [--base-url BASE_URL] [--host HOST] [--port PORT]
-  --endpoint ENDPOINT --model MODEL --served-model-name NAME --dataset-name {random,sharegpt}
-  --random-input-len N --random-output-len N --num-prompts N --request-rate RATE --max-concurrency N
-  --percentile-metrics M --metric-percentiles P --save-result --save-detailed --result-dir D
-  --result-filename F --ignore-eos --seed SEED --disable-tqdm"""
+# What vLLM 0.23.0's own argparse code prints for `vllm bench serve --help=all` and `--help` (scripts/vllm-bench-help
+# over the vllm-0.23.0 sdist): plain --help lists only the group titles.
+FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
+with open(os.path.join(FIXTURES, 'vllm-0.23.0-bench-serve-help-all.txt')) as _f:
+    HELP = _f.read()
+with open(os.path.join(FIXTURES, 'vllm-0.23.0-bench-serve-help.txt')) as _f:
+    HELP_PLAIN = _f.read()
+
+
+def without(text, *flags):
+    """TEXT without the help entries of FLAGS (an older release's help)."""
+    return re.sub(r'(?m)^  (%s)\b.*\n(?:^ {6,}.*\n)*' % '|'.join(re.escape(f) for f in flags), '', text)
+
+
 SPEC = dict(host='10.0.0.1', port=8000, endpoint='/v1/completions', model='/models/m', served_model_name='m',
             input_len=128, output_len=64, count=100, rate=4.0, concurrency=None, seed=0)
 
@@ -74,13 +106,20 @@ def test_argv_passes_backend_proxy_and_percentiles_explicitly():
     assert closed[closed.index('--request-rate') + 1] == 'inf' and closed[closed.index('--max-concurrency') + 1] == '8'
 
 
+def test_plain_help_of_vllm_0_23_lists_no_flag_so_help_all_is_read_first():
+    assert bench_vllm.help_flags(HELP_PLAIN) == set()
+    assert bench_vllm.missing_flags(bench_vllm.help_flags(HELP_PLAIN)) == list(bench_vllm.REQUIRED_FLAGS)
+    assert bench_vllm.HELP_OPTIONS[0] == '--help=all'
+    assert bench_vllm.missing_flags(bench_vllm.help_flags(HELP), 8) == []
+
+
 def test_a_release_without_a_needed_flag_is_not_used_and_optional_flags_are_left_out():
-    old = HELP.replace('--metric-percentiles P ', '').replace('--ignore-eos ', '').replace('--save-detailed ', '')
+    old = without(HELP, '--metric-percentiles', '--ignore-eos', '--save-detailed')
     flags = bench_vllm.help_flags(old)
     assert bench_vllm.missing_flags(flags) == ['--metric-percentiles']
     argv = bench_vllm.argv('vllm', SPEC, flags, '/t', 'r.json')
     assert '--ignore-eos' not in argv and '--save-detailed' not in argv
-    assert bench_vllm.missing_flags(bench_vllm.help_flags(HELP.replace('--max-concurrency N', '')), 8) == [
+    assert bench_vllm.missing_flags(bench_vllm.help_flags(without(HELP, '--max-concurrency')), 8) == [
         '--max-concurrency']
 
 
@@ -97,10 +136,24 @@ def test_result_file_becomes_the_gate_form():
     assert r['ttft_ms']['p50'] == 35.5 and r['ttft_ms']['p99'] == 90.0 and r['ttft_ms']['min'] == pytest.approx(30)
     assert r['tpot_ms']['p50'] == 11.0  # median_* when p50_* is absent
     assert r['itl_ms']['max'] == pytest.approx(20) and r['itl_ms']['n'] == 3
+    assert r['e2el_ms']['max'] == pytest.approx(1000)
     # before v0.13 there is no "failed": what did not complete failed
     old = dict((k, v) for k, v in data.items() if k not in ('failed', 'ttfts', 'latencies', 'itls', 'output_lens'))
     r = bench_vllm.normalize(old, 100)
     assert r['failed'] == 2 and r['ttft_ms']['min'] is None and r['ttft_ms']['n'] == 98 and r['e2el_ms']['p99'] is None
+
+
+def test_e2el_and_tpot_come_from_ttfts_and_itls_as_vllm_0_23_writes_them():
+    # vLLM 0.23's result file (benchmarks/serve.py): no `latencies`; lists per request, a failed one with ttft 0,
+    # no itls and its error; output_lens 0 for it
+    data = {'completed': 2, 'failed': 1, 'duration': 2.0, 'errors': ['', 'HTTP 500', ''],
+            'ttfts': [0.05, 0.0, 0.10], 'itls': [[0.01, 0.02, 0.03], [], [0.04]], 'output_lens': [4, 0, 2],
+            'mean_e2el_ms': 80.0, 'p99_e2el_ms': 140.0}
+    r = bench_vllm.normalize(data, 3)
+    assert r['e2el_ms']['min'] == pytest.approx(110) and r['e2el_ms']['max'] == pytest.approx(140)
+    assert r['e2el_ms']['n'] == 2 and r['e2el_ms']['p99'] == 140.0
+    # TPOT = (latency - ttft) / (output tokens - 1): 60/3 and 40/1
+    assert r['tpot_ms']['min'] == pytest.approx(20) and r['tpot_ms']['max'] == pytest.approx(40)
 
 
 # ------------------------------------------------------------------ the gate
