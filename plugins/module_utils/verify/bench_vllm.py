@@ -92,8 +92,6 @@ def _latencies(data):
 
     vLLM's result file has no `latencies` (benchmarks/serve.py, the result dict): a request's latency is the time of
     its last token (lib/endpoint_request_func.py), i.e. its ttft plus the sum of its inter-token gaps (itls)."""
-    if data.get('latencies'):
-        return data['latencies']
     ttfts, itls, errors = data.get('ttfts') or [], data.get('itls') or [], data.get('errors') or []
     return [ttfts[i] + sum(itls[i] or []) if ttfts[i] and i < len(itls) and not (i < len(errors) and errors[i])
             else None for i in range(len(ttfts))]
