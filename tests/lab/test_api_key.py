@@ -8,7 +8,9 @@ request through (the proxy's from its 0600 env file), a request without it gets 
 no secret appears in any output, the doctor's page, the benchmark's JSON and page, the journal or any
 file the runs wrote on the hosts that is not 0600. Cluster lab23 (1P1D, the mooncake wheel's proxy, real
 upstream code) deploys with a key and passes its smoke; a key that differs between its P and D is refused
-before anything changes, naming the hosts and variables and showing no key.
+before anything changes, naming the hosts and variables and showing no key. Cluster lab24 (2P2D, the
+example proxy) rolls a prefill flag change under load with --diff -vvv: each restarted P is proven with
+both D through their API (the key from the proxy's env file), no request fails, no secret shows.
 The containers are removed at the end.
 """
 import json
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
 from conftest import Lab, guard, own_lab
 
 pytestmark = pytest.mark.lab
@@ -184,3 +187,50 @@ def test_wheel_proxy_with_a_key_and_a_key_that_differs_is_refused_first(lab23, t
     assert lab.unit(d, "vllm-pd-decode.service")[1] == "active"
     assert out.leaks({"key": KEY23, "other": other}) == []
     shutil.rmtree(bench_dir, ignore_errors=True)
+
+
+# ---- a rolling change with the key (cluster lab24, 2P2D, the example proxy's admin API)
+
+P24 = ("pd-p24-1", "pd-p24-2")
+KEY24 = "sk-lab24-KEYCANARY-9e7"
+SECRETS24 = {"VLLM_API_KEY": KEY24, "HF_TOKEN": "hf_TOKENCANARY24_3b"}
+
+
+@pytest.fixture(scope="module")
+def lab24(tmp_path_factory):
+    values = {"proxy_script": EXAMPLE_PROXY, "proxy_extra_args": ["--waiting-retry-interval", "0.2"],
+              "vllm_pd_engine_env": dict(ENGINE_ENV, **SECRETS24)}
+    with own_lab(tmp_path_factory, 24, prefill=2, decode=2, group_vars={"lab24": values}) as lab:
+        for h in lab.hosts:
+            lab.ssh(h, f"touch {MARK}")
+        yield lab
+
+
+def test_rolling_change_proves_pairs_with_the_key_and_shows_no_secret(lab24):
+    lab, out = lab24, Outputs()
+    r = out.run(lab, "playbooks/deploy_pd.yml")
+    assert "KV moved P -> D for" in r.stdout, r.stdout[-3000:]
+    before = {h: lab.host(h).service("vllm-pd-prefill.service").systemd_properties["MainPID"] for h in P24}
+    changed = Path(lab.inventory).parent / (Path(lab.inventory).name + "-flag")
+    shutil.copytree(lab.inventory, changed)
+    (changed / "group_vars" / "all" / "change.yml").write_text("prefill_extra_args: [--max-num-seqs, '48']\n")
+    flag = Lab(changed)
+    proxy = lab.hosts[P24[0]]["data_ip"]
+    bg = loadgen.Background(loadgen.LoadSpec(f"http://{proxy}:8000", rate=3.0, count=3000, max_tokens=8, timeout=60,
+                                             guard=lab.guard, api_key=KEY24)).start()
+    try:
+        r = out.run(flag, "playbooks/deploy_pd.yml", "-e", "vllm_pd_rollout=rolling", check=False)
+    finally:
+        result = bg.stop_and_wait()
+        flag.close()
+    assert r.returncode == 0, r.stdout[-6000:]
+    # each restarted P was proven with both D through the engines' API (the key read from the proxy's env file;
+    # without it P answers 401 and the run stops with PairProofFailed)
+    assert " ".join(r.stdout.split()).count('{"state": "proven"') >= 2, r.stdout[-3000:]
+    after = {h: lab.host(h).service("vllm-pd-prefill.service").systemd_properties["MainPID"] for h in P24}
+    assert all(after[h] != before[h] for h in P24), (before, after)
+    assert result["failed"] == 0 and result["completed"] >= 10, result
+    out.run(lab, "playbooks/stop_pd.yml")
+    assert out.leaks(SECRETS24) == [], out.leaks(SECRETS24)
+    for h in lab.hosts:
+        assert host_leaks(lab, h, SECRETS24) == ([], 0), h
