@@ -95,9 +95,9 @@ options:
   api_key_file:
     description:
       - O(mode=run) - an environment file on the host (the proxy's C(/etc/vllm-pd/proxy.env)) whose C(VLLM_API_KEY)
-        or C(OPENAI_API_KEY) every request carries as C(Authorization: Bearer); the built-in generator sends the
-        header, C(vllm bench serve) gets C(OPENAI_API_KEY) in its environment (never on its command line). The
-        key is not returned. A missing file means no key.
+        or C(OPENAI_API_KEY) every request carries as the C(Authorization) Bearer token; the built-in generator
+        sends the header, C(vllm bench serve) gets C(OPENAI_API_KEY) in its environment (never on its command
+        line). The key is not returned. A missing file means no key.
     type: path
   clusters:
     description:
