@@ -8,7 +8,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import random
+import re
 import string
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -176,3 +178,41 @@ def test_probe_ready_sends_the_key_to_models_only_when_it_has_one(monkeypatch):
     assert PROBE.models_problem('http://127.0.0.1:1/v1/models', 'sk-m') is None
     assert PROBE.models_problem('http://127.0.0.1:1/v1/models') is None
     assert sent == ['Bearer sk-m', None]
+
+
+# Every place a role or playbook reads the engine environment or the API key, and why it shows nothing: a new
+# reference must be added here after checking that no result, fact, message or diff can carry a value.
+SECRET_READS = {
+    'roles/engine/templates/vllm-pd.env.j2': 'the env file, written by file_set (content is no_log)',
+    'roles/prefill/tasks/main.yml': 'engine_env passed to include_role (vars are not shown)',
+    'roles/decode/tasks/main.yml': 'engine_env passed to include_role (vars are not shown)',
+    'roles/prefill/defaults/main.yml': 'the role default',
+    'roles/decode/defaults/main.yml': 'the role default',
+    'roles/preflight/tasks/host.yml': 'the planned environment, through pd_redact_env',
+    'roles/proxy/vars/main.yml': '__proxy_api_key, the key alone',
+    'roles/proxy/templates/vllm-pd-proxy.env.j2': 'the proxy env file, written by file_set (content is no_log)',
+    'roles/proxy/tasks/smoke.yml': 'the no_log requests of the smoke',
+}
+JINJA = re.compile(r'\{\{.*?\}\}|\{%.*?%\}', re.S)
+READ = re.compile(r'\b(vllm_pd_engine_env|prefill_env|decode_env|engine_env|__proxy_api_key|VLLM_API_KEY|OPENAI_API_KEY)\b')
+
+
+def test_the_engine_environment_and_the_key_are_read_only_where_nothing_shows_them():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    found = {}
+    for top in ('roles', 'playbooks'):
+        for dirpath, _dirs, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                if not name.endswith(('.yml', '.j2')) or name == 'argument_specs.yml':
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                # what Jinja evaluates (prose in messages and comments reads nothing)
+                for expr in JINJA.findall(open(path).read()):
+                    if READ.search(expr):
+                        found.setdefault(rel, []).append(' '.join(expr.split())[:120])
+    unexpected = dict((k, v) for k, v in found.items() if k not in SECRET_READS)
+    assert unexpected == {}, unexpected
+    # the smoke's requests that carry the key are no_log whenever there is one
+    smoke = open(os.path.join(root, 'roles/proxy/tasks/smoke.yml')).read()
+    assert smoke.count('no_log: "{{ __proxy_auth | length > 0 }}"') == smoke.count('headers:') == 2
