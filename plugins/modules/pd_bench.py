@@ -92,6 +92,13 @@ options:
     description: O(mode=run) - seed of C(vllm bench serve)'s random prompts.
     type: int
     default: 0
+  api_key_file:
+    description:
+      - O(mode=run) - an environment file on the host (the proxy's C(/etc/vllm-pd/proxy.env)) whose C(VLLM_API_KEY)
+        or C(OPENAI_API_KEY) every request carries as the C(Authorization) Bearer token; the built-in generator
+        sends the header, C(vllm bench serve) gets C(OPENAI_API_KEY) in its environment (never on its command
+        line). The key is not returned. A missing file means no key.
+    type: path
   clusters:
     description:
       - O(mode=report) - one entry per cluster, with keys C(cluster), C(proxy) (C(host), C(url)), C(run) (what
@@ -218,6 +225,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import secrets
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_gate, bench_kv, bench_load, bench_report, \
     bench_vllm
 
@@ -263,11 +271,12 @@ def _vllm_flags(module, binary):
     return None, why
 
 
-def _run_vllm(module, spec, flags):
+def _run_vllm(module, spec, flags, key):
     tmp = tempfile.mkdtemp(prefix='vllm-pd-bench-')
     try:
         cmd = bench_vllm.argv(module.params['vllm_binary'], spec, flags, tmp, 'result.json')
-        rc, out, err = module.run_command(cmd)
+        # vllm bench serve sends OPENAI_API_KEY as the Bearer token (benchmarks/lib/endpoint_request_func.py)
+        rc, out, err = module.run_command(cmd, environ_update={secrets.PROXY_KEY: key} if key else None)
         path = os.path.join(tmp, 'result.json')
         if rc != 0 or not os.path.exists(path):
             module.fail_json(msg='%s failed (rc %d) through the proxy %s: %s' % (
@@ -284,6 +293,14 @@ def run_mode(module):
     load = bench_load.load_of(p)
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg='check mode: no load sent', load=load)
+    try:
+        key = secrets.api_key_of_file(p['api_key_file']) if p['api_key_file'] else ''
+    except (IOError, OSError) as exc:
+        module.fail_json(msg='cannot read the API key from %s: %s. Fix: run as root (the file is 0600) or rerun '
+                             'deploy_pd.yml to write it' % (p['api_key_file'], exc.strerror))
+    if key:
+        # Ansible masks a no_log value wherever it would show it (the result, a failure message)
+        module.no_log_values.add(key)
     flags, note = None, ''
     if p['tool'] in ('auto', 'vllm'):
         flags, note = _vllm_flags(module, p['vllm_binary'])
@@ -295,10 +312,10 @@ def run_mode(module):
             module.fail_json(msg='tool=vllm, but %s cannot run here: %s. Fix: install a vLLM with `vllm bench serve` '
                                  'on the proxy host, or set vllm_pd_bench_tool: loadgen' % (VLLM_TOOL, note))
     if flags is not None:
-        cmd, result = _run_vllm(module, spec, flags)
+        cmd, result = _run_vllm(module, spec, flags, key)
         tool = VLLM_TOOL
     else:
-        cmd, result, tool = [], bench_load.run_builtin(spec, p['count']), 'loadgen'
+        cmd, result, tool = [], bench_load.run_builtin(spec, p['count'], key), 'loadgen'
     load['tool'] = tool
     module.exit_json(changed=False, tool=tool, tool_note=note, argv=cmd, load=load, result=result)
 
@@ -375,6 +392,7 @@ def main():
             rate=dict(type='float', default=0), concurrency=dict(type='int', default=0),
             timeout=dict(type='float', default=60), tool=dict(type='str', choices=['auto', 'vllm', 'loadgen'], default='auto'),
             vllm_binary=dict(type='str', default='vllm'), seed=dict(type='int', default=0),
+            api_key_file=dict(type='path'),
             clusters=dict(type='list', elements='dict', default=[]),
             results_dir=dict(type='path'), run_id=dict(type='str'), save_baseline=dict(type='bool', default=False),
         ),

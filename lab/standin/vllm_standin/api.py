@@ -8,6 +8,7 @@ Both default to 0. Requests decode concurrently, as in a batch."""
 import asyncio
 import hashlib
 import json
+import secrets
 import socket
 import time
 
@@ -24,6 +25,9 @@ _serving_log = logs.get("serving.py:192")
 _kv_log = logs.get("mooncake_connector.py:724")
 _params_log = logs.get("mooncake_connector.py:1893")
 REQUIRED_REMOTE = ("remote_engine_id", "remote_block_ids", "remote_host", "remote_port", "remote_request_id")
+# vLLM 0.23 (entrypoints/serve/utils/server_utils.py): with a key, these paths need "Authorization: Bearer KEY";
+# /health and /metrics do not
+GUARDED_PREFIX = ("/v1", "/v2", "/inference")
 
 
 def prebind(host, port):
@@ -48,6 +52,45 @@ def _error(status, message, kind):
         "message": message, "type": kind, "param": None, "code": status}})
 
 
+class Authentication:
+    """vLLM's AuthenticationMiddleware (api_server.py build_app: `args.api_key or [envs.VLLM_API_KEY]`): HTTP 401
+    {"error": "Unauthorized"} on a guarded path unless the Bearer token equals a key; OPTIONS passes."""
+
+    def __init__(self, app, tokens):
+        self.app = app
+        self.hashes = [hashlib.sha256(t.encode("utf-8")).digest() for t in tokens]
+
+    def allowed(self, scope):
+        value = ""
+        for name, raw in scope.get("headers") or []:
+            if name.lower() == b"authorization":
+                value = raw.decode("latin-1")
+        scheme, _, param = value.partition(" ")
+        if not value or scheme.lower() != "bearer":
+            return False
+        digest = hashlib.sha256(param.encode("utf-8")).digest()
+        match = False
+        for h in self.hashes:
+            match |= secrets.compare_digest(digest, h)
+        return match
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket") or scope.get("method") == "OPTIONS":
+            return await self.app(scope, receive, send)
+        path = scope["path"].removeprefix(scope.get("root_path", ""))
+        if path.startswith(GUARDED_PREFIX) and not self.allowed(scope):
+            body = json.dumps({"error": "Unauthorized"}).encode()
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+            return await send({"type": "http.response.body", "body": body})
+        return await self.app(scope, receive, send)
+
+
+def api_tokens(api_key, env):
+    """The keys the API accepts: --api-key before VLLM_API_KEY, empty ones dropped (none: no check)."""
+    return [k for k in ([api_key] if api_key else [env.get("VLLM_API_KEY")]) if k]
+
+
 def _ms_env(env, name):
     return float(env.get(name) or 0) / 1000.0
 
@@ -57,6 +100,9 @@ def build_app(engine, served_name, max_model_len):
     from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
     app = FastAPI()
+    tokens = api_tokens(getattr(engine.args, "api_key", None), engine.env)
+    if tokens:
+        app.add_middleware(Authentication, tokens=tokens)
     stats = metrics.Metrics(served_name, engine.pool)
     prefill_per_token = _ms_env(engine.env, "VLLM_LAB_PREFILL_MS_PER_TOKEN")
     decode_step = _ms_env(engine.env, "VLLM_LAB_DECODE_MS_PER_TOKEN")

@@ -17,6 +17,7 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import ENGINE_KEY
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings, engine_env
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import parallel
@@ -84,7 +85,7 @@ VARIABLES = tuple(sorted(set(
      "vllm_pd_stop_services", "vllm_pd_runtime", "vllm_pd_container_engine", "vllm_pd_proxy_enabled",
      "prefill_runtime", "decode_runtime", "prefill_container_engine", "decode_container_engine",
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
-     "vllm_pd_vllm_ascend_version", "vllm_pd_state", M.VARIABLE)
+     "vllm_pd_vllm_ascend_version", "vllm_pd_state", "vllm_pd_secret_env_names", M.VARIABLE)
     + PORT_VARS + COUNT_VARS + SECONDS_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
     + CONNECTION_VARS + tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS)))
 
@@ -536,6 +537,46 @@ def rule_parallel_sizes(view):
                 yield hfind(view, h, "vllm_pd_kv_connector_extra", *_message_fix(why))
 
 
+def rule_secret_env_names(view):
+    """vllm_pd_secret_env_names: names (or shell patterns) whose values are never shown, on top of the defaults."""
+    for h in view.hosts:
+        if not view.has(h, "vllm_pd_secret_env_names"):
+            continue
+        v = view.get(h, "vllm_pd_secret_env_names")
+        if not is_list(v) or not all(isinstance(n, str) and n for n in v):
+            yield hfind(view, h, "vllm_pd_secret_env_names", "vllm_pd_secret_env_names must be a list of variable "
+                        "names or shell patterns, not %s" % show(v),
+                        "write it as a YAML list of strings, e.g. vllm_pd_secret_env_names: [MY_CREDENTIALS, \"*_CERT\"]")
+
+
+def rule_api_key(view):
+    """Every engine of a cluster needs the same VLLM_API_KEY: P and D are each other's clients (the proxy sends one
+    OPENAI_API_KEY to both, the probes and smoke one key). Messages tell the keys apart by letter, never by value."""
+    for name, members in sorted(view.clusters.items()):
+        seen, where = [], []
+        for kind, group in (("prefill", view.prefill), ("decode", view.decode)):
+            for h in members:
+                if h not in group:
+                    continue
+                var, env = _engine_env(view, h, kind)
+                key = env.get(ENGINE_KEY)
+                key = str(key) if key not in (None, "") else None
+                if key not in seen:
+                    seen.append(key)
+                where.append((key, "%s (%s, %s)" % (h, kind, var)))
+        if len(seen) < 2:
+            continue
+        labels = dict((k, "unset" if k is None else "key %s" % "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i % 26])
+                      for i, k in enumerate(k for k in seen if k is not None))
+        labels[None] = "unset"
+        parts = ["%s on %s" % (labels[k], ", ".join(w for kk, w in where if kk == k)) for k in seen]
+        yield Finding(name, "", "vllm_pd_engine_env",
+                      "%s differs between the engines of the cluster: %s (values not shown). vLLM then answers HTTP "
+                      "401 to the proxy, the probes and the smoke request on some of them" % (ENGINE_KEY, "; ".join(parts)),
+                      "set %s once for the cluster in vllm_pd_engine_env of its group vars, and remove it from "
+                      "prefill_env/decode_env and host vars of the hosts named" % ENGINE_KEY)
+
+
 def _ranks(raw):
     """A list of DP ranks (ints or digit strings), or None."""
     if not is_list(raw):
@@ -843,8 +884,8 @@ def rule_state(view):
 RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
-    rule_port_windows, rule_parallel_sizes, rule_host_layout, rule_monitoring_ports,
-    rule_cluster_sides, rule_cluster_agrees, rule_external_dp, rule_tp_ratio, rule_proxy, rule_benchmark,
+    rule_port_windows, rule_parallel_sizes, rule_secret_env_names, rule_host_layout, rule_monitoring_ports,
+    rule_cluster_sides, rule_cluster_agrees, rule_api_key, rule_external_dp, rule_tp_ratio, rule_proxy, rule_benchmark,
     rule_state,
 ]
 

@@ -44,12 +44,13 @@ def load_of(p):
                 endpoint=p['endpoint'], warmup=p.get('warmup', 0), tool=p['tool'])
 
 
-def run_builtin(spec, count):
-    """COUNT requests of SPEC through the built-in generator; its result without the per-request samples
-    (the saved record keeps the summaries, as vllm bench serve's result file does)."""
+def run_builtin(spec, count, api_key=''):
+    """COUNT requests of SPEC through the built-in generator (each with API_KEY as Bearer token when given);
+    its result without the per-request samples (the saved record keeps the summaries, as vllm bench serve's
+    result file does)."""
     result = loadgen.run(loadgen.LoadSpec(
         url=spec['url'], model=spec['served_model_name'] or spec['model'], prompt=prompt_of(spec['input_len']),
         max_tokens=spec['output_len'], rate=spec['rate'], count=count, concurrency=spec['concurrency'],
-        timeout=spec['timeout'], stream=True, endpoint=spec['endpoint']))
+        timeout=spec['timeout'], stream=True, endpoint=spec['endpoint'], api_key=api_key))
     result.pop('samples', None)
     return result

@@ -30,11 +30,12 @@ class LoadSpec:
     """What to send. ``url``: ``http://HOST:PORT`` of the proxy; ``rate``: requests per second at
     fixed intervals, or None for ``concurrency`` closed-loop workers; ``concurrency`` with a rate
     caps the requests in flight (as ``--max-concurrency``); ``guard``: a callable(host) that raises
-    to refuse the address before any connection (the lab passes its route guard)."""
+    to refuse the address before any connection (the lab passes its route guard); ``api_key``: sent as
+    ``Authorization: Bearer`` (vLLM with VLLM_API_KEY answers 401 under /v1 without it)."""
 
     def __init__(self, url, model=None, prompt="The cache moved from prefill to decode", max_tokens=16,
                  rate=5.0, count=100, concurrency=None, timeout=30.0, stream=True,
-                 endpoint="/v1/completions", guard=None):
+                 endpoint="/v1/completions", guard=None, api_key=None):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError(f"url must be http://HOST:PORT, got {url!r}")
@@ -48,6 +49,9 @@ class LoadSpec:
         self.model, self.prompt, self.max_tokens = model, prompt, int(max_tokens)
         self.rate, self.count, self.concurrency = rate, int(count), concurrency
         self.timeout, self.stream, self.endpoint, self.guard = float(timeout), bool(stream), endpoint, guard
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = "Bearer " + api_key
 
     def body(self):
         body = {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0,
@@ -120,7 +124,7 @@ def send_one(spec, clock=time.monotonic):
     rec = {"start": start, "latency_ms": None, "ttft_ms": None, "itl_ms": [], "output_tokens": 0, "error": None}
     conn = http.client.HTTPConnection(spec.host, spec.port, timeout=spec.timeout)
     try:
-        conn.request("POST", spec.endpoint, body=spec.body(), headers={"Content-Type": "application/json"})
+        conn.request("POST", spec.endpoint, body=spec.body(), headers=spec.headers)
         response = conn.getresponse()
         if response.status != 200:
             raise RuntimeError(f"HTTP {response.status}: {response.read(300).decode('utf-8', 'replace').strip()}")

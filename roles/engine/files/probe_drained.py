@@ -11,6 +11,7 @@ import urllib.request
 #           request to a D right after P answered, and D pulls while the request waits, so once P is
 #           idle, each D of the cluster must read num_requests_waiting 0 in a sample taken GRACE s
 #           later or after.
+# /metrics needs no API key: vLLM guards only /v1, /v2 and /inference (serve/utils/server_utils.py).
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 GRACE = 1.0
 POLL = 0.5

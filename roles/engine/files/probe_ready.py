@@ -1,23 +1,48 @@
 import json
+import re
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 
-# probe_ready.py UNIT URL WINDOW [MODELS_URL]: poll URL every 0.25 s for up to WINDOW seconds within this
+# probe_ready.py UNIT URL WINDOW [MODELS_URL [ENV_FILE]]: poll URL every 0.25 s for up to WINDOW seconds within this
 # one call (one SSH round trip), and stop at once when the engine answers 200 or its unit is no longer
 # running. Once URL answers 200, MODELS_URL (/v1/models) must answer 200 listing a model: checked in the
 # same call, a module run less per engine (issue 16). Prints one line: ready, dead, unlisted: WHY (the
 # engine is up but lists no model; final), or starting: WHY (poll again).
+# With VLLM_API_KEY in ENV_FILE (the engine's 0600 environment file) vLLM answers 401 under /v1 without
+# "Authorization: Bearer KEY" (/health is open): the key is read here, never passed on a command line.
 
 
-def models_problem(url):
-    """None when url answers 200 with a non-empty data list, else what is wrong."""
+def api_key(path):
+    """VLLM_API_KEY (else OPENAI_API_KEY) of the EnvironmentFile PATH, as systemd reads it (bare, or
+    double-quoted with backslash escapes); '' without one (module_utils/common/secrets.py does the same)."""
+    values = {}
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return ""
+    for line in text.splitlines():
+        name, sep, value = line.strip().partition("=")
+        if sep and name and not name.startswith("#"):
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            values[name.strip()] = value
+    return values.get("VLLM_API_KEY") or values.get("OPENAI_API_KEY") or ""
+
+
+def models_problem(url, key=""):
+    """None when url answers 200 with a non-empty data list, else what is wrong."""
+    headers = {"Authorization": "Bearer " + key} if key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
             body = r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            return "GET %s answered HTTP 401 (%s): the engine's VLLM_API_KEY and the key sent differ" % (
+                url, "a key was sent" if key else "no key was sent, none in the environment file")
         return "GET %s answered HTTP %d" % (url, exc.code)
     except Exception as exc:  # pylint: disable=broad-except
         return "GET %s failed: %s" % (url, exc)
@@ -31,6 +56,7 @@ def models_problem(url):
 def main(argv):
     unit, url, window = argv[1], argv[2], float(argv[3])
     models = argv[4] if len(argv) > 4 else None
+    key = api_key(argv[5]) if len(argv) > 5 else ""
     deadline = time.monotonic() + window
     while True:
         try:
@@ -46,7 +72,7 @@ def main(argv):
             continue
         if status != 200:
             return "http-%d" % status
-        problem = models_problem(models) if models else None
+        problem = models_problem(models, key) if models else None
         return "unlisted: %s" % problem if problem else "ready"
 
 

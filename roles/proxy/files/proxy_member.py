@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -18,13 +19,14 @@ import urllib.request
 # lives in MARKER on the proxy host, tied to the proxy's pid (a restarted proxy starts from its command
 # line, with no isolation), so a run that stopped half-way still knows them.
 #
-# prove ... MODEL PROMPT MAX_TOKENS RESTARTED: when this run (re)started the instance (RESTARTED=yes) or the
+# prove ... MODEL PROMPT MAX_TOKENS RESTARTED [ENV_FILE]: when this run (re)started the instance (RESTARTED=yes) or the
 # proxy does not serve with it (not listed, or isolated), one greedy request per pair of the instance with
 # each peer of the other role the proxy serves with (its list less the isolated ones), sent the way the proxy sends it (P
 # with do_remote_decode and max_tokens 1, then D with P's kv_transfer_params). A restarted P has new
 # Mooncake metadata (engine id, TE port, buffer addresses) that every D must fetch again; a restarted D
 # must pull from every P. HTTP 200 is no proof (after a failed transfer D answers 200 with empty or
-# repeated text, field-failures.md 1), so D's text must equal the text P computes alone.
+# repeated text, field-failures.md 1), so D's text must equal the text P computes alone. With an API key
+# (OPENAI_API_KEY in ENV_FILE, the proxy's 0600 environment file) each request carries it, as the proxy's own.
 #
 # Prints one JSON line: {"state": ..., "listed": [...]} (prove: and "pairs": [{prefill, decode, ok, detail}]);
 # leave: removed | isolated | no-proxy; prove: proven | failed | serving (nothing to prove) | no-proxy;
@@ -41,6 +43,24 @@ def proxy_pid():
     out = subprocess.run(["systemctl", "show", "--property=MainPID", "--value", "--", UNIT],
                          capture_output=True, text=True, check=False).stdout.strip()
     return out if out.isdigit() and out != "0" else None
+
+
+def api_key(path):
+    """VLLM_API_KEY (else OPENAI_API_KEY) of the EnvironmentFile PATH, as systemd reads it (bare, or
+    double-quoted with backslash escapes); '' without one (module_utils/common/secrets.py does the same)."""
+    values = {}
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return ""
+    for line in text.splitlines():
+        name, sep, value = line.strip().partition("=")
+        if sep and name and not name.startswith("#"):
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = re.sub(r"\\(.)", r"\1", value[1:-1])
+            values[name.strip()] = value
+    return values.get("VLLM_API_KEY") or values.get("OPENAI_API_KEY") or ""
 
 
 def read_marker(path, pid):
@@ -118,9 +138,11 @@ def join(url, kind, member, marker, pid, timeout, clock=time.monotonic, sleep=ti
         sleep(POLL)
 
 
-def post(url, body):
-    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+def post(url, body, key=""):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(), headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
             return r.status, json.load(r)
@@ -134,13 +156,13 @@ def text_of(answer):
     return ((answer.get("choices") or [{}])[0]).get("text") or ""
 
 
-def check_pair(prefill, decode, body, reference):
+def check_pair(prefill, decode, body, reference, key=""):
     status, first = post(prefill, dict(body, max_tokens=1, min_tokens=1, kv_transfer_params={
         "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
-        "remote_block_ids": None, "remote_host": None, "remote_port": None}))
+        "remote_block_ids": None, "remote_host": None, "remote_port": None}), key)
     if status != 200 or not first.get("kv_transfer_params"):
         return False, "P answered HTTP %s without kv_transfer_params: %s" % (status, first.get("error", first))
-    status, answer = post(decode, dict(body, kv_transfer_params=first["kv_transfer_params"]))
+    status, answer = post(decode, dict(body, kv_transfer_params=first["kv_transfer_params"]), key)
     if status != 200:
         return False, "D answered HTTP %s: %s" % (status, answer.get("error", answer))
     text = text_of(answer)
@@ -149,7 +171,7 @@ def check_pair(prefill, decode, body, reference):
     return True, "%d characters, equal to P's own" % len(text)
 
 
-def prove(url, kind, member, marker, pid, body):
+def prove(url, kind, member, marker, pid, body, key=""):
     """Every pair of MEMBER with the serving peers of the other role."""
     isolated = read_marker(marker, pid)
     other = OTHER[kind]
@@ -157,13 +179,13 @@ def prove(url, kind, member, marker, pid, body):
     prefills, decodes = ([member], peers) if kind == "prefill" else (peers, [member])
     out = []
     for p in prefills:
-        status, alone = post("http://" + p, body)
+        status, alone = post("http://" + p, body, key)
         reference = text_of(alone) if status == 200 else None
         for d in decodes:
             if reference is None:
                 ok, detail = False, "P alone answered HTTP %s: %s" % (status, alone.get("error", alone))
             else:
-                ok, detail = check_pair("http://" + p, "http://" + d, body, reference)
+                ok, detail = check_pair("http://" + p, "http://" + d, body, reference, key)
             out.append({"prefill": p, "decode": d, "ok": ok, "detail": detail})
     return out
 
@@ -182,7 +204,7 @@ def main(argv):
         body = {"model": argv[5], "prompt": argv[6], "max_tokens": int(argv[7]), "temperature": 0, "stream": False}
         serving = member in call(url, "add", kind, None) and member not in read_marker(marker, pid).get(kind, [])
         if argv[8] == "yes" or not serving:
-            out["pairs"] = prove(url, kind, member, marker, pid, body)
+            out["pairs"] = prove(url, kind, member, marker, pid, body, api_key(argv[9]) if len(argv) > 9 else "")
             out["state"] = "proven" if all(p["ok"] for p in out["pairs"]) else "failed"
         else:
             out["state"] = "serving"

@@ -117,7 +117,8 @@ def test_prove_requires_d_text_equal_to_p_alone_with_every_serving_peer(proxy, t
     sched, url = proxy
     sent = []
 
-    def post(target, body):
+    def post(target, body, key=''):
+        assert key == 'sk-k'  # every request of the proof carries the API key
         sent.append((target, 'kv_transfer_params' in body))
         if target.endswith(':8100') and 'kv_transfer_params' not in body:
             return 200, {'choices': [{'text': ' the answer'}]}
@@ -126,11 +127,39 @@ def test_prove_requires_d_text_equal_to_p_alone_with_every_serving_peer(proxy, t
         return 200, {'choices': [{'text': ' the answer' if target.endswith(D1) else '\n\n\n'}]}
 
     monkeypatch.setattr(member, 'post', post)
-    pairs = member.prove(url, 'prefill', P1, str(tmp_path / 'm.json'), '42', {'model': 'm', 'prompt': 'x', 'max_tokens': 4})
+    pairs = member.prove(url, 'prefill', P1, str(tmp_path / 'm.json'), '42', {'model': 'm', 'prompt': 'x', 'max_tokens': 4},
+                         'sk-k')
     assert [(p['decode'], p['ok']) for p in pairs] == [(D1, True), (D2, False)]
     assert 'differs from P' in pairs[1]['detail']
     # an isolated peer is not proven with (it may be the one restarting)
     sched.request_num = 1
     member.leave(url, 'decode', D2, str(tmp_path / 'm.json'), '42')
-    pairs = member.prove(url, 'prefill', P1, str(tmp_path / 'm.json'), '42', {'model': 'm', 'prompt': 'x', 'max_tokens': 4})
+    pairs = member.prove(url, 'prefill', P1, str(tmp_path / 'm.json'), '42', {'model': 'm', 'prompt': 'x', 'max_tokens': 4},
+                         'sk-k')
     assert [p['decode'] for p in pairs] == [D1]
+
+
+def test_post_sends_the_key_as_bearer_and_none_without_one(monkeypatch):
+    seen = []
+
+    class Answer(object):
+        status = 200
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def read(self, *a):
+            return b'{}'
+
+    def urlopen(req, timeout):
+        seen.append(req.get_header('Authorization'))
+        return Answer()
+
+    monkeypatch.setattr(member.urllib.request, 'urlopen', urlopen)
+    monkeypatch.setattr(member.json, 'load', lambda r: {})
+    member.post('http://127.0.0.1:1', {}, 'sk-k')
+    member.post('http://127.0.0.1:1', {})
+    assert seen == ['Bearer sk-k', None]

@@ -26,6 +26,7 @@ class Completions(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - http.server's name
         body = json.loads(self.rfile.read(int(self.headers['Content-Length'])))
         Completions.bodies.append(body)
+        Completions.auth.append(self.headers.get('Authorization'))
         self.send_response(200)
         self.send_header('Content-Type', 'text/event-stream')
         self.end_headers()
@@ -39,7 +40,7 @@ class Completions(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    Completions.bodies = []
+    Completions.bodies, Completions.auth = [], []
     srv = ThreadingHTTPServer(('127.0.0.1', 0), Completions)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield 'http://127.0.0.1:%d' % srv.server_address[1]
@@ -100,6 +101,30 @@ def test_auto_with_bench_serve_runs_it_and_reads_its_result(run_module, server, 
     assert argv[argv.index('--max-concurrency') + 1] == '2' and '--ignore-eos' in argv
     assert res['result']['ttft_ms']['p99'] == 9.0 and res['result']['completed'] == 6
     assert not os.path.exists(argv[argv.index('--result-dir') + 1])  # its result directory is removed
+
+
+def test_both_tools_carry_the_api_key_of_the_env_file_and_never_return_it(run_module, server, tmp_path):
+    env = tmp_path / 'proxy.env'
+    env.write_text('# managed\nOPENAI_API_KEY="sk-bench \\"q\\""\n')
+    key = 'sk-bench "q"'
+    failed, res = run_module(M, run_args(server, tool='loadgen', api_key_file=str(env)))
+    assert not failed, res
+    assert Completions.auth == ['Bearer ' + key] * 6 and key not in json.dumps(res)
+    # vllm bench serve reads OPENAI_API_KEY from its environment: the key is on no command line
+    seen, got = tmp_path / 'argv', tmp_path / 'key'
+    result = dict(completed=6, failed=0, duration=1.5, mean_ttft_ms=5.0, p99_ttft_ms=9.0)
+    vllm = executable(tmp_path / 'vllm', (
+        'if [ "$3" = "--help" ]; then echo "%s"; exit 0; fi\n'
+        'echo "$@" > %s; printf %%s "$OPENAI_API_KEY" > %s\n'
+        'while [ $# -gt 0 ]; do case "$1" in --result-dir) d=$2;; --result-filename) f=$2;; esac; shift; done\n'
+        "echo '%s' > \"$d/$f\"\n") % (HELP, seen, got, json.dumps(result)))
+    failed, res = run_module(M, run_args(server, vllm_binary=vllm, concurrency=2, api_key_file=str(env)))
+    assert not failed, res
+    assert got.read_text() == key and 'sk-bench' not in seen.read_text() and 'sk-bench' not in json.dumps(res)
+    # no file: no key, no header
+    Completions.auth = []
+    failed, res = run_module(M, run_args(server, tool='loadgen', api_key_file=str(tmp_path / 'none.env')))
+    assert not failed and Completions.auth == [None] * 6
 
 
 @pytest.mark.parametrize('args,msg', [

@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which engine variables are secret, and the API key as vLLM and the example proxy read it.
+
+vLLM 0.23 answers 401 on every path under /v1, /v2 and /inference without ``Authorization: Bearer KEY``
+when VLLM_API_KEY (or --api-key) is set (vllm/entrypoints/serve/utils/server_utils.py, GUARDED_PREFIX and
+AuthenticationMiddleware; api_server.py build_app); /health and /metrics stay open. vllm-ascend's example
+proxy sends ``Bearer $OPENAI_API_KEY`` to P and D (examples/disaggregated_prefill_v1/
+load_balance_proxy_server_example.py, check_instance_status and auth_headers), and ``vllm bench serve``
+reads OPENAI_API_KEY too (vllm/benchmarks/lib/endpoint_request_func.py).
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import errno
+import fnmatch
+import re
+
+# Values of these names are secret unless the operator says otherwise (vllm_pd_secret_env_names adds names).
+DEFAULT_PATTERNS = ('*_KEY', '*_TOKEN', '*_SECRET', '*PASSWORD*')
+HIDDEN = '<hidden>'
+ENGINE_KEY = 'VLLM_API_KEY'
+PROXY_KEY = 'OPENAI_API_KEY'
+GUARDED_PREFIX = ('/v1', '/v2', '/inference')
+_ESCAPED = re.compile(r'\\(.)')
+
+
+def is_secret(name, extra=()):
+    """Whether the value of environment variable NAME must never be shown: it matches DEFAULT_PATTERNS or
+    one of EXTRA (names or shell patterns, as vllm_pd_secret_env_names lists them); case-insensitive."""
+    upper = str(name).upper()
+    return any(fnmatch.fnmatchcase(upper, str(p).upper()) for p in DEFAULT_PATTERNS + tuple(extra or ()))
+
+
+def redact(env, extra=()):
+    """ENV ({name: value}) with the value of every secret name replaced by HIDDEN (a new dict)."""
+    return dict((k, HIDDEN if is_secret(k, extra) else v) for k, v in (env or {}).items())
+
+
+def env_file_values(text):
+    """{name: value} of the KEY=VALUE lines of an EnvironmentFile= (the last line of a name wins), read back
+    the way systemd_syntax.env_value writes them: bare, or double-quoted with backslash escapes."""
+    out = {}
+    for line in (text or '').splitlines():
+        name, sep, value = line.strip().partition('=')
+        if not sep or not name or name.startswith('#'):
+            continue
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = _ESCAPED.sub(r'\1', value[1:-1])
+        out[name.strip()] = value
+    return out
+
+
+def api_key(values):
+    """The key an engine environment ({name: value}) or the proxy's holds: VLLM_API_KEY, else OPENAI_API_KEY,
+    else '' (no key: the engines answer without one)."""
+    return (values or {}).get(ENGINE_KEY) or (values or {}).get(PROXY_KEY) or ''
+
+
+def api_key_of_file(path):
+    """api_key() of the environment file PATH ('' when it does not exist; an unreadable file raises, since
+    going on without the key would only end in HTTP 401)."""
+    try:
+        with open(path) as f:
+            return api_key(env_file_values(f.read()))
+    except (IOError, OSError) as exc:
+        if exc.errno == errno.ENOENT:
+            return ''
+        raise
+
+
+def auth_headers(key):
+    """The Authorization header for KEY ({} without a key)."""
+    return {'Authorization': 'Bearer %s' % key} if key else {}
