@@ -145,7 +145,7 @@ PROC_ROOT = '/proc'
 def main():
     module = AnsibleModule(
         argument_spec=dict(patterns=dict(type='list', elements='str', default=list(DEFAULT_PATTERNS)),
-                           log_dirs=dict(type='list', elements='str', default=[]),
+                           log_dirs=dict(type='list', elements='path', default=[]),
                            log_retention_days=dict(type='int', default=0)),
         supports_check_mode=True)
     patterns = module.params['patterns']
@@ -164,7 +164,7 @@ def main():
     except ValueError as e:
         module.fail_json(msg='refusing pattern: %s' % to_native(e), **result)
     try:
-        old, kept_logs = (old_logs([os.path.expanduser(d) for d in module.params['log_dirs']], days * 86400.0,
+        old, kept_logs = (old_logs(module.params['log_dirs'], days * 86400.0,
                                    time.time(), PROC_ROOT) if days > 0 else ([], []))
     except ValueError as e:
         module.fail_json(msg='refusing to prune: %s' % to_native(e), **result)

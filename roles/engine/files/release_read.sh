@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # The vllm-ascend and vLLM releases in the Python that runs the vllm binary $1: the interpreter of its
 # #! line (pip's launcher for long paths: #!/bin/sh, then '''exec' PYTHON "$0" "$@"). Prints one JSON line.
 b=$(command -v "$1") || { echo "$1 is not on PATH" >&2; exit 3; }

@@ -192,6 +192,7 @@ SECRET_READS = {
     'roles/proxy/vars/main.yml': '__proxy_api_key, the key alone',
     'roles/proxy/templates/vllm-pd-proxy.env.j2': 'the proxy env file, written by file_set (content is no_log)',
     'roles/proxy/tasks/smoke.yml': 'the no_log requests of the smoke',
+    'roles/engine/tasks/instances.yml': 'pd_dense_keeps_rank reads one variable of it into a boolean',
 }
 JINJA = re.compile(r'\{\{.*?\}\}|\{%.*?%\}', re.S)
 READ = re.compile(r'\b(vllm_pd_engine_env|prefill_env|decode_env|engine_env|__proxy_api_key|VLLM_API_KEY|OPENAI_API_KEY)\b')
