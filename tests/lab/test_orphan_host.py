@@ -97,7 +97,6 @@ def test_remove_orphans_takes_it_out_of_the_proxy_then_removes_it_under_load(clu
         r = without.playbook("playbooks/deploy_pd.yml", "-e", "vllm_pd_remove_orphans=true", check=False)
     finally:
         result = bg.stop_and_wait()
-    (Path("/tmp") / "lab54-remove-orphans.out").write_text(r.stdout)
     print(f"\nremove the orphan D under load: completed {result['completed']} failed {result['failed']} in "
           f"{result['duration_s']:.1f} s; errors {result['errors'][:3]}")
     assert r.returncode == 0, failures(r)
@@ -108,4 +107,4 @@ def test_remove_orphans_takes_it_out_of_the_proxy_then_removes_it_under_load(clu
     assert members(lab) == ([member(lab, P, 8100)], [member(lab, D1, 8200)])
     # converged: the next run names nothing
     again = without.playbook("playbooks/deploy_pd.yml", "-e", "vllm_pd_remove_orphans=true")
-    assert "OrphanInstance" not in again.stdout
+    assert "WARNING OrphanInstance" not in again.stdout
