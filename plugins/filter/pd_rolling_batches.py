@@ -35,6 +35,12 @@ options:
   admin_api:
     description: C(pd_rolling_findings) only - the cluster's proxy has C(/instances/add) and C(/instances/remove).
     type: bool
+  restarting:
+    description:
+      - C(pd_rolling_findings) only - the roles (V(prefill), V(decode)) whose running engines the change restarts;
+        only those need a second host. Unset counts both.
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""
@@ -58,8 +64,9 @@ def pd_rolling_batches(hosts, batch_size=1):
     return rolling.batches(list(hosts or []), int(batch_size))
 
 
-def pd_rolling_findings(cluster, hosts, running, admin_api):
-    return rolling.findings(str(cluster), dict(hosts or {}), bool(running), bool(admin_api))
+def pd_rolling_findings(cluster, hosts, running, admin_api, restarting=None):
+    return rolling.findings(str(cluster), dict(hosts or {}), bool(running), bool(admin_api),
+                            None if restarting is None else list(restarting))
 
 
 class FilterModule(object):

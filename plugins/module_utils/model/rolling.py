@@ -46,22 +46,26 @@ def batches(hosts, batch_size=1):
     return [sum((p[i] for p in plans if i < len(p)), []) for i in range(depth)]
 
 
-def findings(cluster, hosts, running, admin_api):
+def findings(cluster, hosts, running, admin_api, restarting=None):
     """The RollingNotPossible finding of one running cluster, or []. HOSTS: {role: [host, ...]} that stay;
     RUNNING: the cluster has an engine running now (a first deploy has nothing to roll); ADMIN_API: its
-    proxy changes members without a restart."""
-    if not running:
+    proxy changes members without a restart; RESTARTING: the roles whose running engines this change
+    restarts (None: every role). A role it restarts nothing of keeps serving as it is, so only the roles
+    it restarts need a second host, and a change that restarts nothing needs neither host nor admin API."""
+    roles = [r for r in ROLES if restarting is None or r in restarting]
+    if not running or not roles:
         return []
     causes = []
     if not admin_api:
         causes.append('its proxy has no admin API (the mooncake wheel proxy): taking an instance out needs a '
                       'proxy restart, which cuts every request in flight; use the example proxy (proxy_script: '
                       '.../load_balance_proxy_server_example.py)')
-    for role in ROLES:
+    for role in roles:
         if len(hosts.get(role, [])) < 2:
-            causes.append('it has %d %s host(s) (%s): one must serve while another restarts; add a %s host first '
-                          '(the default rollout adds it without touching the others)'
-                          % (len(hosts.get(role, [])), role, ', '.join(hosts.get(role, [])) or 'none', role))
+            causes.append('it has %d %s host(s) (%s) and the change restarts its %s engines: one must serve while '
+                          'another restarts; add a %s host first (the default rollout adds it without touching the '
+                          'others)' % (len(hosts.get(role, [])), role, ', '.join(hosts.get(role, [])) or 'none', role,
+                                       role))
     if not causes:
         return []
     return [{'name': NAME, 'message': '%s: cluster %s cannot roll one host at a time with traffic kept: %s. Nothing '

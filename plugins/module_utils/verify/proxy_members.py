@@ -31,13 +31,15 @@ def live_members(answer):
     return dict((r, [str(m) for m in answer['current_%s_instances' % r]]) for r in ROLES)
 
 
-def plan(live, desired):
+def plan(live, desired, keep=()):
     """live, desired: {role: ['host:port', ...]} -> {add: {role: [...]}, remove: {role: [...]}, changed}.
-    Order follows the desired list (adds) and the live list (removes)."""
+    Order follows the desired list (adds) and the live list (removes). KEEP: members that stay when listed
+    (those no inventory host explains, unless the operator allowed their removal)."""
     out = {'add': {}, 'remove': {}}
+    kept = set(member_key(m) for m in keep)
     for r in ROLES:
         have = set(member_key(m) for m in live.get(r, []))
-        want = set(member_key(m) for m in desired.get(r, []))
+        want = set(member_key(m) for m in desired.get(r, [])) | kept
         out['add'][r] = [m for m in desired.get(r, []) if member_key(m) not in have]
         out['remove'][r] = [m for m in live.get(r, []) if member_key(m) not in want]
     out['changed'] = any(out['add'][r] or out['remove'][r] for r in ROLES)
@@ -70,3 +72,11 @@ def doctor_view(live, desired, retiring):
     return {'missing': p['add'],
             'extra': dict((r, [m for m in p['remove'][r] if member_key(m) not in gone]) for r in ROLES),
             'draining': dict((r, [m for m in p['remove'][r] if member_key(m) in gone]) for r in ROLES)}
+
+
+def unexplained(live, known_addresses):
+    """The members (live, {role: ['host:port', ...]}) whose address is no address of an inventory host of the
+    cluster (KNOWN_ADDRESSES): a host deleted from the inventory, an instance added by hand. The collection
+    cannot visit them; OrphanInstance names them."""
+    known = set(member_key('%s:0' % a).rpartition(':')[0] for a in known_addresses if a)
+    return dict((r, [m for m in live.get(r, []) if member_key(m).rpartition(':')[0] not in known]) for r in ROLES)

@@ -75,6 +75,14 @@ def test_auto_without_bench_serve_runs_the_builtin_generator(run_module, server,
     assert body['model'] == 'm' and body['max_tokens'] == 4 and len(body['prompt'].split()) == 12 and body['stream']
 
 
+def test_closed_loop_rate_0_with_concurrency_runs_the_builtin_generator(run_module, server):
+    """vllm_pd_bench_rate: null -> benchmark_rate 0 (the role's default) -> the closed loop (issue 32)."""
+    failed, res = run_module(M, run_args(server, tool='loadgen', rate=0, concurrency=2))
+    assert not failed, res
+    assert res['load']['rate'] is None and res['load']['concurrency'] == 2
+    assert res['result']['completed'] == 6 and res['result']['failed'] == 0
+
+
 def test_tool_vllm_without_bench_serve_fails_with_the_fix(run_module, server, tmp_path):
     vllm = executable(tmp_path / 'vllm', 'echo "vllm: error: invalid choice" >&2; exit 2\n')
     failed, res = run_module(M, run_args(server, vllm_binary=vllm, tool='vllm'))

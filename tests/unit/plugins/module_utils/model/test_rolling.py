@@ -48,3 +48,33 @@ def test_a_running_cluster_needs_the_admin_api_and_two_hosts_per_role():
 
 def test_a_cluster_that_runs_nothing_has_nothing_to_roll():
     assert rolling.findings("a", {"prefill": ["p1"], "decode": []}, running=False, admin_api=False) == []
+
+
+ONE_P_TWO_D = {"prefill": ["p1"], "decode": ["d1", "d2"]}
+
+
+def test_only_the_roles_the_change_restarts_need_a_second_host():
+    """Issue 32: a decode change on 1P2D rolls (P keeps serving untouched); a prefill change is refused naming P."""
+    assert rolling.findings("a", ONE_P_TWO_D, running=True, admin_api=True, restarting=["decode"]) == []
+    [f] = rolling.findings("a", ONE_P_TWO_D, running=True, admin_api=True, restarting=["prefill"])
+    assert "1 prefill host(s) (p1) and the change restarts its prefill engines" in f["message"]
+    assert "decode host" not in f["message"]
+    [f] = rolling.findings("a", ONE_P_TWO_D, running=True, admin_api=True, restarting=["prefill", "decode"])
+    assert "1 prefill host(s) (p1)" in f["message"] and "decode host" not in f["message"]
+    # 2P1D, a decode change: the single D is named, the two P hosts are not
+    [f] = rolling.findings("a", {"prefill": ["p1", "p2"], "decode": ["d1"]}, running=True, admin_api=True,
+                           restarting=["decode"])
+    assert "1 decode host(s) (d1)" in f["message"] and "prefill host" not in f["message"]
+
+
+def test_the_admin_api_is_needed_only_when_the_change_restarts_an_engine():
+    [f] = rolling.findings("a", ONE_P_TWO_D, running=True, admin_api=False, restarting=["decode"])
+    assert "no admin API" in f["message"] and "host(s)" not in f["message"]
+    # a change that restarts no running engine (a proxy or a new host only) has nothing to take out
+    assert rolling.findings("a", {"prefill": ["p1"], "decode": ["d1"]}, running=True, admin_api=False,
+                            restarting=[]) == []
+
+
+def test_without_the_plan_every_role_counts():
+    [f] = rolling.findings("a", {"prefill": ["p1"], "decode": ["d1"]}, running=True, admin_api=True)
+    assert "1 prefill host(s) (p1)" in f["message"] and "1 decode host(s) (d1)" in f["message"]

@@ -51,3 +51,18 @@ def test_doctor_view_names_missing_extra_and_draining():
         "missing": {"prefill": ["10.0.0.2:8100"], "decode": []},
         "extra": {"prefill": [], "decode": ["10.0.0.9:8200"]},
         "draining": {"prefill": [], "decode": ["10.0.0.4:8200"]}}
+
+
+def test_members_no_inventory_host_explains_are_named_and_kept_unless_allowed():
+    """Issue 32: a member whose address is no host of the cluster's inventory (a host deleted from it, an
+    instance added by hand) is named; the plan keeps it unless its removal is allowed."""
+    from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.proxy_members import plan, unexplained
+    live = {"prefill": ["10.0.0.1:8100"], "decode": ["10.0.0.2:8200", "10.0.0.9:8200", "localhost:8300"]}
+    known = ["10.0.0.1", "10.0.0.2", "127.0.0.1"]
+    assert unexplained(live, known) == {"prefill": [], "decode": ["10.0.0.9:8200"]}
+    desired = {"prefill": ["10.0.0.1:8100"], "decode": ["10.0.0.2:8200"]}
+    assert plan(live, desired)["remove"]["decode"] == ["10.0.0.9:8200", "localhost:8300"]
+    kept = plan(live, desired, keep=unexplained(live, known)["decode"])
+    # a known host's member the inventory no longer wants still goes; the unexplained one stays
+    assert kept["remove"]["decode"] == ["localhost:8300"] and kept["add"] == {"prefill": [], "decode": []}
+    assert unexplained(live, []) == live
