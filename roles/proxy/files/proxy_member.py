@@ -56,6 +56,9 @@ import urllib.request
 
 POLL = 1.0
 TIMEOUT = 60
+# the proxy's admin routes and /healthcheck share its one event loop with every request it serves: on a busy
+# host they can take seconds to answer
+ADMIN_TIMEOUT = 30
 LEAK_GAP = 3.0
 GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 OTHER = {"prefill": "decode", "decode": "prefill"}
@@ -113,7 +116,7 @@ def set_joining(path, pid, kind, member, when):
     write_marker(path, pid, read_marker(path, pid), joining)
 
 
-def get_json(url, timeout=5):
+def get_json(url, timeout=ADMIN_TIMEOUT):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.load(r)
 
@@ -127,7 +130,7 @@ def lists(url):
     body = json.dumps({"type": "prefill", "instances": []}).encode()
     req = urllib.request.Request(url + "/instances/add", data=body, headers={"Content-Type": "application/json"},
                                  method="POST")
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
         answer = json.load(r)
     return {k: answer.get("current_%s_instances" % k, []) for k in OTHER}
 
@@ -147,7 +150,7 @@ def busy_members(listed):
     out = []
     for member in listed["prefill"] + listed["decode"]:
         try:
-            with urllib.request.urlopen("http://%s/metrics" % member, timeout=3) as r:
+            with urllib.request.urlopen("http://%s/metrics" % member, timeout=10) as r:
                 if gauges(r.read().decode("utf-8", "replace")):
                     out.append(member)
         except (OSError, ValueError) as exc:
@@ -225,7 +228,7 @@ def call(url, mode, kind, member):
     body = json.dumps({"type": kind, "instances": [member] if member else []}).encode()
     req = urllib.request.Request("%s/instances/%s" % (url, mode), data=body,
                                  headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
         answer = json.load(r)
     if "error" in answer:
         raise RuntimeError(answer["error"])
@@ -378,7 +381,7 @@ def restart(url, timeout, desired, clock=time.monotonic, sleep=time.sleep):
             body = json.dumps({"type": kind, "instances": missing}).encode()
             req = urllib.request.Request(url + "/instances/add", data=body,
                                          headers={"Content-Type": "application/json"}, method="POST")
-            urllib.request.urlopen(req, timeout=10).close()
+            urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT).close()
     wait_until = clock() + drop_deadline(proxy_pid())
     while any(m not in listed[k] for k, ms in desired.items() for m in ms):
         if clock() >= wait_until:
