@@ -35,8 +35,8 @@ def with_state(text, host, state):
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    day2 = {  # the proxy probes an added member every second (default 10 s), so adding waits less
-            "proxy_extra_args": ["--waiting-retry-interval", "1"]}
+    # the proxy probes an added member every second (default 10 s), so adding waits less
+    day2 = {"proxy_extra_args": ["--waiting-retry-interval", "1"]}
     with own_lab(tmp_path_factory, 40, prefill=2, decode=3, group_vars={"lab40": day2}) as lab:
         base = Path(lab.inventory)
         full = (base / "hosts.yml").read_text()
