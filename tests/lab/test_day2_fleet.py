@@ -3,8 +3,8 @@ each through deploy_pd.yml on a changed inventory, with 0 failed requests of the
 example proxy's process kept (its admin API changes the members).
 
 Cluster lab40 of lab/gen-inventory generated once as 2P3D (--first 40, YOUR RANGE 40-49 of issue 21);
-the 2P2D start state leaves pd-d40-3 out of the inventory. The proxy is the lab stand-in of
-vllm-ascend's example proxy (lab/standin/examples). The containers are removed at the end.
+the 2P2D start state leaves pd-d40-3 out of the inventory. The proxy is the real example proxy of the lab's
+vllm-ascend release (lab/install-proxy). The containers are removed at the end.
 """
 import json
 import shutil
@@ -19,7 +19,6 @@ from conftest import Lab, own_lab
 pytestmark = pytest.mark.lab
 
 P1, P2, D1, D2, D3 = "pd-p40-1", "pd-p40-2", "pd-d40-1", "pd-d40-2", "pd-d40-3"
-EXAMPLE_PROXY = "/opt/vllm-lab/examples/load_balance_proxy_server_example.py"
 RATE = 5.0
 
 
@@ -36,9 +35,8 @@ def with_state(text, host, state):
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    day2 = {"proxy_script": EXAMPLE_PROXY,
-            # the proxy probes an added member every second (default 10 s), so adding waits less
-            "proxy_extra_args": ["--waiting-retry-interval", "1"]}
+    # the proxy probes an added member every second (default 10 s), so adding waits less
+    day2 = {"proxy_extra_args": ["--waiting-retry-interval", "1"]}
     with own_lab(tmp_path_factory, 40, prefill=2, decode=3, group_vars={"lab40": day2}) as lab:
         base = Path(lab.inventory)
         full = (base / "hosts.yml").read_text()

@@ -4,8 +4,9 @@ drained, restarted, proven with every peer, back in), with 0 failed requests of 
 the proxy's process kept; a batch whose new engine is refused by its start guard stays out of the proxy
 while the rest serve, and a run after the fix converges; a cluster that cannot roll is refused first.
 
-Cluster lab50 of lab/gen-inventory (2P2D, the lab stand-in of vllm-ascend's example proxy with a
-listener pass every 0.2 s); lab51 (1P1D, the mooncake wheel proxy). The containers are removed at the end.
+Cluster lab50 of lab/gen-inventory (2P2D, the real example proxy of the lab's vllm-ascend release, installed
+by lab/install-proxy, with a listener pass every 0.2 s); lab51 (1P1D, the mooncake wheel proxy). The
+containers are removed at the end.
 """
 import base64
 import json
@@ -22,7 +23,6 @@ from conftest import Lab, own_lab
 pytestmark = pytest.mark.lab
 
 P1, P2, D1, D2 = "pd-p50-1", "pd-p50-2", "pd-d50-1", "pd-d50-2"
-EXAMPLE_PROXY = "/opt/vllm-lab/examples/load_balance_proxy_server_example.py"
 RATE = 5.0
 ROLLING = ("-e", "vllm_pd_rollout=rolling")
 ENGINES = ((P1, "prefill"), (P2, "prefill"), (D1, "decode"), (D2, "decode"))
@@ -52,7 +52,7 @@ def variant(base, name, change):
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     # a listener pass every 0.2 s (default 10): more passes that can find the proxy idle and drop an isolated member
-    day2 = {"proxy_script": EXAMPLE_PROXY, "proxy_extra_args": ["--waiting-retry-interval", "0.2"]}
+    day2 = {"proxy_extra_args": ["--waiting-retry-interval", "0.2"]}
     with own_lab(tmp_path_factory, 50, prefill=2, decode=2, group_vars={"lab50": day2}) as lab:
         base = Path(lab.inventory)
         invs = {"d_flag": variant(base, "d_flag", "decode_extra_args: [--max-num-seqs, '48']\n"),
@@ -112,7 +112,7 @@ def assert_nothing_changed(lab, r):
 
 def test_a_cluster_that_cannot_roll_is_refused_before_any_change(tmp_path_factory):
     """1P1D with the mooncake wheel proxy: no admin API, one host per role."""
-    with own_lab(tmp_path_factory, 51) as lab:
+    with own_lab(tmp_path_factory, 51, group_vars={"lab51": {"proxy_script": ""}}) as lab:
         lab.playbook("playbooks/deploy_pd.yml")
         before = {h: lab.host(h).service(f"vllm-pd-{k}.service").systemd_properties["MainPID"]
                   for h, k in (("pd-p51", "prefill"), ("pd-d51", "decode"))}

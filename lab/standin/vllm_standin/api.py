@@ -137,6 +137,13 @@ def build_app(engine, served_name, max_model_len):
             "id": served_name, "object": "model", "created": int(time.time()), "owned_by": "vllm",
             "root": engine.args.model, "parent": None, "max_model_len": max_model_len}]}
 
+    # vLLM serves it only in dev mode (entrypoints/serve/dev/cache/api_router.py); the example proxy's own
+    # /reset_prefix_cache calls it on every member
+    if engine.env.get("VLLM_SERVER_DEV_MODE") == "1":
+        @app.post("/reset_prefix_cache")
+        async def reset_prefix_cache():
+            return Response(status_code=200)
+
     async def handle(request: Request, chat: bool):
         try:
             body = await request.json()

@@ -104,10 +104,20 @@ CHECKS = {
                         'read the transfer error in the journals of both engines, fix it, run again'),
     'ProxyRejoinTimeout': ('host', 'a restarted instance was not back in the proxy at the deadline',
                            'run again, raise vllm_pd_rejoin_timeout, or lower --waiting-retry-interval of the proxy'),
+    # the example proxy cannot change its members any more; only a new process clears it
+    'ProxyCountLeaked': ('proxy', 'the proxy counts requests in flight that no member has (a client gone while P '
+                         'computed, 0.23): an isolated member would never be dropped',
+                         'run again with -e vllm_pd_proxy_recover=restart, or restart the proxy at a quiet moment'),
+    'ProxyListenerDead': ('proxy', 'the proxy never admits an added member that answers /v1/models: its listener '
+                          'thread died (a remove of a member still waiting to be admitted)',
+                          'run again with -e vllm_pd_proxy_recover=restart, or restart the proxy at a quiet moment'),
+    'ProxyPythonUnfit': ('proxy', 'proxy_python cannot run the example proxy of the release (a missing import or an '
+                         'older Python than the release needs)', 'install what the message names into proxy_python, '
+                         'or point proxy_python at an interpreter that has it'),
 }
 # A deployment cannot even be rendered past these; a change of the running fleet cannot skip its waits.
 NOT_IGNORABLE = ('InventoryInvalid', 'ProxyMemberNotAdded', 'DrainTimeout', 'ChangeNotRollable', 'RollingNotPossible',
-                 'PairProofFailed', 'ProxyRejoinTimeout')
+                 'PairProofFailed', 'ProxyRejoinTimeout', 'ProxyCountLeaked', 'ProxyListenerDead', 'ProxyPythonUnfit')
 
 
 def unknown(names):

@@ -101,9 +101,17 @@ def summarize(records, duration_s):
     return out
 
 
+# vllm-ascend 0.23's example proxy answers a failed decode call with HTTP 200 and an empty body (it calls D
+# inside its streaming response, after the status went out; upstream-compat.md part 1 #5): a failure.
+EMPTY_200 = ("HTTP 200 with an empty body: the proxy's call to the decode instance failed after it had sent the "
+             "status (vllm-ascend's example proxy answers so; its journal names the decode error)")
+
+
 def _stream_chunks(response):
     """Yield the text of each SSE ``data:`` event until ``[DONE]``; raise on an error event."""
+    seen = False
     for raw in response:
+        seen = seen or bool(raw.strip())
         line = raw.strip()
         if not line.startswith(b"data:"):
             continue
@@ -114,7 +122,7 @@ def _stream_chunks(response):
         if "error" in event:
             raise RuntimeError(f"error event: {json.dumps(event['error'])[:200]}")
         yield "".join(c.get("text") or (c.get("delta") or {}).get("content") or "" for c in event.get("choices", []))
-    raise RuntimeError("stream ended without [DONE]")
+    raise RuntimeError("stream ended without [DONE]" if seen else EMPTY_200)
 
 
 def send_one(spec, clock=time.monotonic):
@@ -141,7 +149,10 @@ def send_one(spec, clock=time.monotonic):
                 last = now
                 rec["output_tokens"] += 1
         else:
-            reply = json.loads(response.read())
+            body = response.read()
+            if not body.strip():
+                raise RuntimeError(EMPTY_200)
+            reply = json.loads(body)
             rec["output_tokens"] = int((reply.get("usage") or {}).get("completion_tokens") or 0)
         rec["latency_ms"] = (clock() - start) * 1000.0
     except (OSError, ValueError, RuntimeError, http.client.HTTPException) as e:

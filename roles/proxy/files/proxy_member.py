@@ -32,9 +32,37 @@ import urllib.request
 # leave: removed | isolated | no-proxy; prove: proven | failed | serving (nothing to prove) | no-proxy;
 # join: member (it was) | joined | isolated (still isolated at the deadline) | waiting (never admitted) | no-proxy.
 # proxy_member.py isolated MARKER (the doctor): {"isolated": {KIND: [HOST:PORT]}} the running proxy still isolates.
+#
+# What the proxy cannot say itself, named from outside (upstream-compat.md part 1 #3, #4):
+# - a leaked count (0.23.0.post1: a client that disconnects while P computes cancels the handler before it
+#   gives its count back, so /healthcheck request_num stays above 0 for good, an isolated member is never
+#   dropped): request_num above 0 while every member's /metrics shows nothing running or waiting, read twice
+#   LEAK_GAP s apart. leave and join answer "leaked" then (ProxyCountLeaked), before anything is removed.
+# - a dead listener thread (a remove of a member still waiting to be admitted taints a key the proxy does not
+#   serve; admitting it later raises KeyError in that thread): an added member that answers /v1/models (with
+#   the proxy's own OPENAI_API_KEY) is never admitted. join answers "listener-dead" (ProxyListenerDead).
+#   So join records the member it adds (MARKER "joining") and leave never removes a recorded member that is
+#   not listed yet: it waits until the proxy admits it (then removes it) or has dropped it.
+# - the release: a /healthcheck with request_num is the 0.23 proxy, whose add of a listed, isolated member
+#   changes nothing; without it (0.18.0) that add probes the member and un-taints it, so listed after an
+#   add is joined (the release table's proxy_healthcheck_keys and proxy_readd).
+# proxy_member.py settle URL MARKER: wait for every member recorded as added (join) to be listed or dropped.
+# proxy_member.py answers HOST:PORT...: {"answers": [...]}, those that answer /v1/models as the proxy probes it.
+# proxy_member.py health URL: {"state": "ok"|"leaked"|"busy"|"no-proxy", "request_num": N}.
+# proxy_member.py restart URL TIMEOUT DESIRED_JSON (-e vllm_pd_proxy_recover=restart): once every member is
+#   idle, restart the proxy unit (a new process: count 0, listener alive, its command line's members), then
+#   add each member of DESIRED_JSON ({KIND: [HOST:PORT]}) it does not list and wait until it lists them:
+#   {"state": "restarted"|"busy"|"not-admitted", "listed": {...}}.
+# proxy_member.py routes URL: {"admin": true|false|null}: whether the running proxy serves /instances/add and
+#   /instances/remove (its FastAPI /openapi.json; null: no proxy answers).
 
 POLL = 1.0
 TIMEOUT = 60
+# the proxy's admin routes and /healthcheck share its one event loop with every request it serves: on a busy
+# host they can take seconds to answer
+ADMIN_TIMEOUT = 30
+LEAK_GAP = 3.0
+GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 OTHER = {"prefill": "decode", "decode": "prefill"}
 UNIT = "vllm-pd-proxy.service"
 
@@ -63,26 +91,156 @@ def api_key(path):
     return values.get("VLLM_API_KEY") or values.get("OPENAI_API_KEY") or ""
 
 
-def read_marker(path, pid):
+def _load(path, pid):
     try:
         with open(path) as f:
             data = json.load(f)
     except (OSError, ValueError):
         return {}
-    return data.get("isolated", {}) if data.get("pid") == pid else {}
+    return data if data.get("pid") == pid else {}
 
 
-def write_marker(path, pid, isolated):
+def read_marker(path, pid):
+    return _load(path, pid).get("isolated", {})
+
+
+def read_joining(path, pid):
+    """{KIND: {HOST:PORT: unix time of its add}}: members this proxy process was asked to add, not listed yet."""
+    return _load(path, pid).get("joining", {})
+
+
+def write_marker(path, pid, isolated, joining=None):
     isolated = dict((k, v) for k, v in isolated.items() if v)
-    if not isolated:
+    joining = dict((k, v) for k, v in (read_joining(path, pid) if joining is None else joining).items() if v)
+    if not isolated and not joining:
         if os.path.exists(path):
             os.unlink(path)
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"pid": pid, "isolated": isolated}, f)
+        data = {"pid": pid, "isolated": isolated}
+        if joining:
+            data["joining"] = joining
+        json.dump(data, f)
     os.replace(tmp, path)
+
+
+def set_joining(path, pid, kind, member, when):
+    """Record (WHEN a time) or forget (WHEN None) that MEMBER was added and may wait in the proxy."""
+    joining = read_joining(path, pid)
+    if when is None:
+        joining.get(kind, {}).pop(member, None)
+    else:
+        joining.setdefault(kind, {})[member] = when
+    write_marker(path, pid, read_marker(path, pid), joining)
+
+
+def get_json(url, timeout=ADMIN_TIMEOUT):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.load(r)
+
+
+def healthcheck(url):
+    return get_json(url + "/healthcheck")
+
+
+def lists(url):
+    """{"prefill": [...], "decode": [...]} as the proxy lists them."""
+    body = json.dumps({"type": "prefill", "instances": []}).encode()
+    req = urllib.request.Request(url + "/instances/add", data=body, headers={"Content-Type": "application/json"},
+                                 method="POST")
+    with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
+        answer = json.load(r)
+    return {k: answer.get("current_%s_instances" % k, []) for k in OTHER}
+
+
+def gauges(text):
+    """Sum of the running and waiting gauges in a Prometheus text exposition."""
+    total = 0.0
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if not line.startswith("#") and name in GAUGES:
+            total += float((line.rsplit("}", 1)[1] if "}" in line else line.split(None, 1)[1]).split()[0])
+    return total
+
+
+def busy_members(listed):
+    """The members whose /metrics show a request running or waiting, or cannot be read (unknown: not idle)."""
+    out = []
+    for member in listed["prefill"] + listed["decode"]:
+        try:
+            with urllib.request.urlopen("http://%s/metrics" % member, timeout=10) as r:
+                if gauges(r.read().decode("utf-8", "replace")):
+                    out.append(member)
+        except (OSError, ValueError) as exc:
+            out.append("%s (%s)" % (member, exc))
+    return out
+
+
+def health(url, gap=LEAK_GAP, sleep=time.sleep):
+    """'leaked' when the proxy counts requests in flight while no member has one, at two reads GAP s apart;
+    'busy' when a member has work (the count may be real); 'ok' when it counts none."""
+    for read in range(2):
+        if read:
+            sleep(gap)
+        count = healthcheck(url).get("request_num")
+        if not count:
+            return "ok", count or 0
+        if busy_members(lists(url)):
+            return "busy", count
+    return "leaked", count
+
+
+def readd_untaints(url):
+    """Whether an add of a listed, isolated member un-taints it (the 0.18.0 proxy, whose /healthcheck has no
+    request_num), not a no-op (0.23)."""
+    return "request_num" not in healthcheck(url)
+
+
+def routes(url):
+    try:
+        paths = get_json(url + "/openapi.json").get("paths", {})
+    except (OSError, ValueError):
+        return None
+    return "/instances/add" in paths and "/instances/remove" in paths
+
+
+def proxy_key(pid):
+    """The OPENAI_API_KEY the proxy process sends to its members (None: unset)."""
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as f:
+            env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+    except OSError:
+        return None
+    key = env.get(b"OPENAI_API_KEY")
+    return key.decode() if key is not None else None
+
+
+def answers_models(member, pid):
+    """Whether MEMBER answers GET /v1/models as the proxy's own probe asks it (5 s, its bearer token)."""
+    req = urllib.request.Request("http://%s/v1/models" % member,
+                                 headers={"Authorization": "Bearer %s" % proxy_key(pid)})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return 200 <= r.status < 300
+    except (OSError, ValueError):
+        return False
+
+
+def drop_deadline(pid):
+    """Seconds after an add by which the proxy admitted or dropped the member: its listener probes every
+    --waiting-retry-interval s (default 10) and drops after --max-waiting-retries failures (default 3)."""
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            argv = [a.decode() for a in f.read().split(b"\0")]
+    except OSError:
+        argv = []
+
+    def flag(name, default):
+        return float(argv[argv.index(name) + 1]) if name in argv[:-1] else default
+    # each probe may take its 5 s timeout; one pass of slack
+    return (flag("--max-waiting-retries", 3) + 1) * (flag("--waiting-retry-interval", 10) + 5)
 
 
 def call(url, mode, kind, member):
@@ -90,14 +248,29 @@ def call(url, mode, kind, member):
     body = json.dumps({"type": kind, "instances": [member] if member else []}).encode()
     req = urllib.request.Request("%s/instances/%s" % (url, mode), data=body,
                                  headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
         answer = json.load(r)
     if "error" in answer:
         raise RuntimeError(answer["error"])
     return answer.get("current_%s_instances" % kind, [])
 
 
-def leave(url, kind, member, marker, pid):
+def settle(url, kind, member, marker, pid, clock=time.time, sleep=time.sleep):
+    """Wait until a member this proxy was asked to add is listed or dropped: a remove of a member still
+    waiting to be admitted kills the proxy's listener thread (0.23). -> whether it is listed."""
+    added = read_joining(marker, pid).get(kind, {}).get(member)
+    while True:
+        listed = call(url, "add", kind, None)
+        if member in listed or added is None or clock() >= added + drop_deadline(pid):
+            set_joining(marker, pid, kind, member, None)
+            return member in listed
+        sleep(POLL)
+
+
+def leave(url, kind, member, marker, pid, sleep=time.sleep):
+    if health(url, sleep=sleep)[0] == "leaked":
+        return "leaked", call(url, "add", kind, None)
+    settle(url, kind, member, marker, pid)
     isolated = read_marker(marker, pid)
     listed = call(url, "remove", kind, member)
     if member not in listed:
@@ -112,29 +285,44 @@ def leave(url, kind, member, marker, pid):
     return state, listed
 
 
-def join_step(listed, member, isolated):
-    """What one add told: 'joined' (listed, not isolated), 'dropped' (not listed: the proxy dropped the
-    isolation, the add queued it), or 'isolated' (listed but still isolated)."""
+def join_step(listed, member, isolated, untaints=False):
+    """What one add told: 'joined' (listed, not isolated; or listed after an add that un-taints),
+    'dropped' (not listed: the proxy dropped the isolation, the add queued it), or 'isolated' (listed but
+    still isolated)."""
     if member not in listed:
         return "dropped"
-    return "isolated" if member in isolated else "joined"
+    return "isolated" if member in isolated and not untaints else "joined"
 
 
 def join(url, kind, member, marker, pid, timeout, clock=time.monotonic, sleep=time.sleep):
     deadline = clock() + timeout
     first = True
+    untaints = readd_untaints(url)
+    leak_checked = False
     while True:
         isolated = read_marker(marker, pid)
+        set_joining(marker, pid, kind, member, time.time())
         listed = call(url, "add", kind, member)
-        step = join_step(listed, member, isolated.get(kind, []))
+        step = join_step(listed, member, isolated.get(kind, []), untaints)
         if step == "joined":
+            set_joining(marker, pid, kind, member, None)
+            if member in isolated.get(kind, []):
+                isolated[kind].remove(member)
+                write_marker(marker, pid, isolated)
             return ("member" if first else "joined"), listed
         first = False
         if step == "dropped" and member in isolated.get(kind, []):
             isolated[kind].remove(member)
             write_marker(marker, pid, isolated)
+        # still isolated: a count that never reaches 0 with every member idle is leaked, waiting is useless
+        if step == "isolated" and not leak_checked and clock() >= deadline - timeout / 2:
+            leak_checked = True
+            if health(url, sleep=sleep)[0] == "leaked":
+                return "leaked", listed
         if clock() >= deadline:
-            return ("isolated" if step == "isolated" else "waiting"), listed
+            if step == "isolated":
+                return "isolated", listed
+            return ("listener-dead" if answers_models(member, pid) else "waiting"), listed
         sleep(POLL)
 
 
@@ -190,10 +378,69 @@ def prove(url, kind, member, marker, pid, body, key=""):
     return out
 
 
+def restart(url, timeout, desired, clock=time.monotonic, sleep=time.sleep):
+    """-e vllm_pd_proxy_recover=restart: restart the proxy once no member has a request, then have it list
+    every member of DESIRED."""
+    deadline = clock() + timeout
+    while busy_members(lists(url)):
+        if clock() >= deadline:
+            return "busy", lists(url)
+        sleep(0.2)
+    # the unit on disk names the inventory's members: load it before the restart
+    subprocess.run(["systemctl", "daemon-reload"], check=True)
+    subprocess.run(["systemctl", "restart", "--", UNIT], check=True)
+    while True:
+        try:
+            listed = lists(url)
+            break
+        except (OSError, ValueError):
+            if clock() >= deadline + 60:
+                raise
+            sleep(0.2)
+    for kind, members in desired.items():
+        missing = [m for m in members if m not in listed[kind]]
+        if missing:
+            body = json.dumps({"type": kind, "instances": missing}).encode()
+            req = urllib.request.Request(url + "/instances/add", data=body,
+                                         headers={"Content-Type": "application/json"}, method="POST")
+            urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT).close()
+    wait_until = clock() + drop_deadline(proxy_pid())
+    while any(m not in listed[k] for k, ms in desired.items() for m in ms):
+        if clock() >= wait_until:
+            return "not-admitted", listed
+        sleep(POLL)
+        listed = lists(url)
+    return "restarted", listed
+
+
 def main(argv):
     if argv[0] == "isolated":
         pid = proxy_pid()
         print(json.dumps({"isolated": read_marker(argv[1], pid) if pid else {}}))
+        return
+    if argv[0] == "answers":
+        pid = proxy_pid()
+        print(json.dumps({"answers": [m for m in argv[1:] if pid and answers_models(m, pid)]}))
+        return
+    if argv[0] == "settle":
+        pid = proxy_pid()
+        for kind, members in (read_joining(argv[2], pid) if pid else {}).items():
+            for member in list(members):
+                settle(argv[1], kind, member, argv[2], pid)
+        print(json.dumps({"listed": lists(argv[1]) if pid else {}}))
+        return
+    if argv[0] in ("health", "routes", "restart"):
+        url = argv[1]
+        if argv[0] == "routes":
+            print(json.dumps({"admin": routes(url)}))
+        elif proxy_pid() is None:
+            print(json.dumps({"state": "no-proxy"}))
+        elif argv[0] == "health":
+            state, count = health(url)
+            print(json.dumps({"state": state, "request_num": count}))
+        else:
+            state, listed = restart(url, float(argv[2]), json.loads(argv[3]))
+            print(json.dumps({"state": state, "listed": listed}))
         return
     mode, url, kind, member, marker = argv[:5]
     pid = proxy_pid()

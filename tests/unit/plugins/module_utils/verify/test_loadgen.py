@@ -18,7 +18,8 @@ class Server:
     """Streams ``tokens`` chunks ``token_delay`` s apart after ``first_delay`` s; every ``fail_every``-th
     request (1-based) gets HTTP 500; counts requests in flight at once."""
 
-    def __init__(self, tokens=4, first_delay=0.05, token_delay=0.02, fail_every=0, break_stream=False):
+    def __init__(self, tokens=4, first_delay=0.05, token_delay=0.02, fail_every=0, break_stream=False, empty_200=False):
+        self.empty_200 = empty_200
         self.tokens, self.first_delay, self.token_delay = tokens, first_delay, token_delay
         self.fail_every, self.break_stream = fail_every, break_stream
         self.seen, self.in_flight, self.max_in_flight = 0, 0, 0
@@ -51,6 +52,11 @@ class Server:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def answer(self, h, n, body):
+        if self.empty_200:   # vllm-ascend 0.23's example proxy when its decode call fails
+            h.send_response(200)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
         if self.fail_every and n % self.fail_every == 0:
             payload = b'{"error": "Internal server error"}'
             h.send_response(500)
@@ -119,6 +125,14 @@ def test_http_errors_are_failed_requests_with_their_text(server):
 def test_a_stream_cut_before_done_is_a_failure(server):
     result = L.run(L.LoadSpec(server.url, rate=100, count=2))
     assert result["failed"] == 2 and "without [DONE]" in result["errors"][0]
+
+
+@pytest.mark.parametrize("server", [{"empty_200": True}], indirect=True)
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_empty_200_is_a_failure_named_as_the_proxys_decode_failure(server, stream):
+    result = L.run(L.LoadSpec(server.url, rate=100, count=2, stream=stream))
+    assert result["failed"] == 2 and result["completed"] == 0
+    assert "HTTP 200 with an empty body" in result["errors"][0] and "decode" in result["errors"][0]
 
 
 def test_a_refused_connection_is_a_failure_not_a_crash():
