@@ -13,8 +13,8 @@ description:
   - C(pd_proxy_members) compares the member lists of the vllm-ascend example proxy's C(/instances/add) or C(/instances/remove) answer
     with the instances the inventory wants behind it (V(localhost) and V(127.0.0.1) count as V(0.0.0.0), as the
     proxy compares them).
-  - C(pd_proxy_unexplained) - the members of the answer (or command line, or the C(live) lists of C(pd_proxy_members)) whose address is no address of an inventory
-    host of the cluster (O(known)), C(OrphanInstance).
+  - C(pd_proxy_unexplained) - the members of the answer (or command line, or the C(live) lists of
+    C(pd_proxy_members)) whose address is no address of an inventory host of the cluster (O(known)), C(OrphanInstance).
   - C(pd_proxy_view) - the doctor's view, C(missing), C(extra) and C(draining) (listed, their host has
     C(vllm_pd_state) absent), each with a prefill and a decode list, of the proxy's answer, or of the words of a proxy
     command line (a proxy without the admin API serves what its command line names).

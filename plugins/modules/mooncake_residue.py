@@ -42,7 +42,7 @@ options:
       - Only regular files named C(*.log) are removed; a file a live process holds open or mapped is kept. A system
         directory (C(/etc), C(/usr), ...) or a path through a symlink is refused.
     type: list
-    elements: str
+    elements: path
     default: []
   log_retention_days:
     description: Remove a log of O(log_dirs) last changed more than this many days ago; V(0) removes none.
@@ -132,7 +132,6 @@ import errno
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-import os
 import time
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.residue import (

@@ -105,7 +105,7 @@ def test_the_tables_are_read():
 @pytest.mark.parametrize("readme,name,cell,meaning,role,option,template,spec,defaults", ALL,
                          ids=["%s-%s-%s.%s" % (c[0], c[1], c[4], c[5]) for c in ALL])
 def test_documented_default_is_the_roles_and_its_spec_accepts_it(readme, name, cell, meaning, role, option,
-                                                                     template, spec, defaults):
+                                                                 template, spec, defaults):
     documented = literal(cell)
     unset = render(template, {}, defaults)
     where = "%s documents %s default %r; roles/%s option %s" % (readme, name, cell, role, option)

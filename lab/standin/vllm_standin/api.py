@@ -65,7 +65,7 @@ class Authentication:
         for name, raw in scope.get("headers") or []:
             if name.lower() == b"authorization":
                 value = raw.decode("latin-1")
-        scheme, _, param = value.partition(" ")
+        scheme, _sep, param = value.partition(" ")
         if not value or scheme.lower() != "bearer":
             return False
         digest = hashlib.sha256(param.encode("utf-8")).digest()

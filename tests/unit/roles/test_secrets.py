@@ -57,7 +57,7 @@ def test_redact_hides_secret_values_only():
 def _words(seed, count=300):
     rnd = random.Random(seed)
     alphabet = string.printable.replace('\n', '').replace('\r', '').replace('\x0b', '').replace('\x0c', '')
-    return [''.join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 24))) for _ in range(count)] + [
+    return [''.join(rnd.choice(alphabet) for _char in range(rnd.randint(1, 24))) for _value in range(count)] + [
         ' lead', 'trail ', '"quoted"', "'single", 'back\\slash', '$HOME', '`cmd`', 'a=b', '#notacomment']
 
 

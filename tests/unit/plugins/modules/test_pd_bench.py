@@ -122,10 +122,10 @@ def test_both_tools_carry_the_api_key_of_the_env_file_and_never_return_it(run_mo
     seen, got = tmp_path / 'argv', tmp_path / 'key'
     result = dict(completed=6, failed=0, duration=1.5, mean_ttft_ms=5.0, p99_ttft_ms=9.0)
     vllm = executable(tmp_path / 'vllm', (
-        'if [ "$3" = "--help" ]; then echo "%s"; exit 0; fi\n'
+        'if [ "$3" = "--help=all" ]; then cat %s; exit 0; fi\n'
         'echo "$@" > %s; printf %%s "$OPENAI_API_KEY" > %s\n'
         'while [ $# -gt 0 ]; do case "$1" in --result-dir) d=$2;; --result-filename) f=$2;; esac; shift; done\n'
-        "echo '%s' > \"$d/$f\"\n") % (HELP, seen, got, json.dumps(result)))
+        "echo '%s' > \"$d/$f\"\n") % (HELP_ALL, seen, got, json.dumps(result)))
     failed, res = run_module(M, run_args(server, vllm_binary=vllm, concurrency=2, api_key_file=str(env)))
     assert not failed, res
     assert got.read_text() == key and 'sk-bench' not in seen.read_text() and 'sk-bench' not in json.dumps(res)
