@@ -73,6 +73,19 @@ def _release(**facts):
     return base
 
 
+# 0.23.0.post1 differs from 0.23.0 only by a log handler in its image: the same proxy, connector and patches.
+_V023 = _release(
+    status='supported', vllm='0.23.0', mooncake='0.3.11.post1', mooncake_wheel='0.3.11.post1', cann='9.1.0',
+    python=('3.10', '3.13'), connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
+    proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
+    proxy_remove='taint_until_idle', proxy_readd='noop',
+    proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS + ('--workers', '--log-level'),
+    proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES + ('/reset_prefix_cache',),
+    proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
+    shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
+    kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True)
+
+
 # status: 'supported' - deployed and checked; 'refused' - UnsupportedRelease names `reason`.
 # port_terms: the parallel sizes in the side channel port formula (connector): DP stride tp*pp*pcp and the
 #   worker offset (pp_rank*pcp + pcp_rank)*tp + tp_rank; 'tp' alone = kv_port + dp_rank*tp + tp_rank.
@@ -85,26 +98,8 @@ def _release(**facts):
 #   kv_port + rank*tp*pp*pcp as MoE does): True, False (vLLM resets it to 0), or the name of the engine
 #   environment variable that makes it True when set to 1.
 RELEASES = {
-    '0.23.0.post1': _release(
-        status='supported', vllm='0.23.0', mooncake='0.3.11.post1', mooncake_wheel='0.3.11.post1', cann='9.1.0', python=('3.10', '3.13'),
-        connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
-        proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
-        proxy_remove='taint_until_idle', proxy_readd='noop',
-        proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS + ('--workers', '--log-level'),
-        proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES + ('/reset_prefix_cache',),
-        proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
-        shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
-        kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True),
-    '0.23.0': _release(
-        status='supported', vllm='0.23.0', mooncake='0.3.11.post1', mooncake_wheel='0.3.11.post1', cann='9.1.0', python=('3.10', '3.13'),
-        connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='both',
-        proxy_python='3.10', proxy_imports=('fastapi', 'httpx', 'uvicorn'),
-        proxy_remove='taint_until_idle', proxy_readd='noop',
-        proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS + ('--workers', '--log-level'),
-        proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES + ('/reset_prefix_cache',),
-        proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
-        shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
-        kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True),
+    '0.23.0.post1': _V023,
+    '0.23.0': _V023,
     '0.18.0': _release(
         status='supported', vllm='0.18.0', mooncake='0.3.9', cann='8.5.1', python=('3.10', '3.12'),
         connector_module=_MCV_P2P, port_terms=('tp', 'pp', 'pcp'), pp_pcp='exclusive',
