@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-name: pd_release
+name: pd_release_read
 short_description: The vllm-ascend release installed in each engine's Python, and the preflight's release findings
 version_added: "1.0.0"
 description:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.filter.pd_release import (
+from ansible_collections.vllm_pd.ascend.plugins.filter.pd_release_read import (
     pd_dense_keeps_rank, pd_release_findings, pd_release_read)
 
 SCRIPT = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'engine', 'files', 'release_read.sh')
