@@ -1,6 +1,6 @@
 """The API key end to end, and no secret in any output (issue 31 items 1 and 4).
 
-Cluster lab22 of lab/gen-inventory (1P2D, the lab's stand-in of vllm-ascend's example proxy) with
+Cluster lab22 of lab/gen-inventory (1P2D, the real example proxy of the lab's release) with
 VLLM_API_KEY, HF_TOKEN and an operator-named secret (vllm_pd_secret_env_names) in vllm_pd_engine_env.
 The stand-in answers 401 like vLLM 0.23 under /v1 without the key. deploy (fresh), benchmark, doctor,
 a retire of one D, and stop run with --diff -vvv; the key gets every probe, smoke, pair and benchmark
@@ -27,7 +27,6 @@ from conftest import Lab, guard, own_lab
 pytestmark = pytest.mark.lab
 
 P, D1, D2 = "pd-p22", "pd-d22-1", "pd-d22-2"
-EXAMPLE_PROXY = "/opt/vllm-lab/examples/load_balance_proxy_server_example.py"
 KEY = "sk-lab22-KEYCANARY-4f1e9b"
 SECRETS = {"VLLM_API_KEY": KEY, "HF_TOKEN": "hf_TOKENCANARY_81d2c7", "SITE_CREDENTIALS": "creds-CREDCANARY-55aa"}
 KEY23 = "sk-lab23-KEYCANARY-0c3d"
@@ -85,7 +84,7 @@ def host_leaks(lab, host, secrets):
 
 @pytest.fixture(scope="module")
 def lab22(tmp_path_factory):
-    values = {"proxy_script": EXAMPLE_PROXY, "proxy_extra_args": ["--waiting-retry-interval", "0.2"],
+    values = {"proxy_extra_args": ["--waiting-retry-interval", "0.2"],
               "vllm_pd_engine_env": dict(ENGINE_ENV, **SECRETS), "vllm_pd_secret_env_names": ["SITE_CREDENTIALS"]}
     with own_lab(tmp_path_factory, 22, decode=2, group_vars={"lab22": values}) as lab:
         for h in lab.hosts:
@@ -198,7 +197,7 @@ SECRETS24 = {"VLLM_API_KEY": KEY24, "HF_TOKEN": "hf_TOKENCANARY24_3b"}
 
 @pytest.fixture(scope="module")
 def lab24(tmp_path_factory):
-    values = {"proxy_script": EXAMPLE_PROXY, "proxy_extra_args": ["--waiting-retry-interval", "0.2"],
+    values = {"proxy_extra_args": ["--waiting-retry-interval", "0.2"],
               "vllm_pd_engine_env": dict(ENGINE_ENV, **SECRETS24)}
     with own_lab(tmp_path_factory, 24, prefill=2, decode=2, group_vars={"lab24": values}) as lab:
         for h in lab.hosts:

@@ -4,7 +4,7 @@ and name its engine OrphanInstance; without vllm_pd_remove_orphans it keeps runn
 it out of the example proxy, waits until it has nothing in flight, then stops, disables and removes it (unit, env
 and guard files) while steady load runs through the proxy with 0 failed requests.
 
-Cluster lab54 of lab/gen-inventory (1P2D, the lab stand-in of vllm-ascend's example proxy). The containers are
+Cluster lab54 of lab/gen-inventory (1P2D, the real example proxy of the lab's release). The containers are
 removed at the end.
 """
 import json
@@ -21,7 +21,6 @@ from conftest import Lab, own_lab
 pytestmark = pytest.mark.lab
 
 P, D1, D2 = "pd-p54", "pd-d54-1", "pd-d54-2"
-EXAMPLE_PROXY = "/opt/vllm-lab/examples/load_balance_proxy_server_example.py"
 RATE = 2.0
 UNIT = "vllm-pd-decode.service"
 ORPHAN = f"OrphanInstance: cluster lab54, host {D2}: {UNIT}"
@@ -29,7 +28,7 @@ ORPHAN = f"OrphanInstance: cluster lab54, host {D2}: {UNIT}"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    day2 = {"proxy_script": EXAMPLE_PROXY, "proxy_extra_args": ["--waiting-retry-interval", "0.2"]}
+    day2 = {"proxy_extra_args": ["--waiting-retry-interval", "0.2"]}
     with own_lab(tmp_path_factory, 54, decode=2, group_vars={"lab54": day2}) as lab:
         lab.playbook("playbooks/deploy_pd.yml")
         base = Path(lab.inventory)

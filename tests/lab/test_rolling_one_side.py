@@ -1,5 +1,5 @@
 """A rolling change needs two hosts only in the roles whose engines it restarts (issue 32). Cluster lab53 of
-lab/gen-inventory (1P2D, the lab stand-in of vllm-ascend's example proxy): a new decode_env value rolls the two
+lab/gen-inventory (1P2D, the real example proxy of the lab's release): a new decode_env value rolls the two
 D hosts one at a time under steady load with 0 failed requests while P keeps running untouched; a prefill change
 is still refused before any change, naming the single P (RollingNotPossible). The containers are removed at the end.
 """
@@ -16,7 +16,6 @@ from conftest import Lab, own_lab
 pytestmark = pytest.mark.lab
 
 P, D1, D2 = "pd-p53", "pd-d53-1", "pd-d53-2"
-EXAMPLE_PROXY = "/opt/vllm-lab/examples/load_balance_proxy_server_example.py"
 ROLLING = ("-e", "vllm_pd_rollout=rolling")
 RATE = 2.0
 ENGINES = ((P, "prefill"), (D1, "decode"), (D2, "decode"))
@@ -33,7 +32,7 @@ def variant(base, name, change):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    day2 = {"proxy_script": EXAMPLE_PROXY, "proxy_extra_args": ["--waiting-retry-interval", "0.2"]}
+    day2 = {"proxy_extra_args": ["--waiting-retry-interval", "0.2"]}
     with own_lab(tmp_path_factory, 53, decode=2, group_vars={"lab53": day2}) as lab:
         lab.playbook("playbooks/deploy_pd.yml")
         yield lab
