@@ -19,7 +19,7 @@ from conftest import Lab, own_lab
 pytestmark = pytest.mark.lab
 
 P1, P2, D1, D2, D3 = "pd-p40-1", "pd-p40-2", "pd-d40-1", "pd-d40-2", "pd-d40-3"
-RATE = 5.0
+RATE = 2.0  # the 0.23 proxy drops an isolated member only at an idle pass: leave gaps on a loaded 2-core lab
 
 
 def variant(base, name, hosts_yml):

@@ -137,7 +137,7 @@ def test_a_retire_after_an_interrupted_join_waits_for_the_admission_and_a_later_
                                  data=json.dumps({"type": "decode", "instances": [d2]}).encode(),
                                  headers={"Content-Type": "application/json"})
     urllib.request.urlopen(req, timeout=10).close()
-    spec = loadgen.LoadSpec(f"http://{proxy(lab)}:8000", rate=5.0, count=6000, max_tokens=8, timeout=60, guard=lab.guard)
+    spec = loadgen.LoadSpec(f"http://{proxy(lab)}:8000", rate=2.0, count=2400, max_tokens=8, timeout=60, guard=lab.guard)
     bg = loadgen.Background(spec).start()
     try:
         r = gone.playbook("playbooks/deploy_pd.yml", check=False)

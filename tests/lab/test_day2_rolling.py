@@ -23,7 +23,7 @@ from conftest import Lab, own_lab
 pytestmark = pytest.mark.lab
 
 P1, P2, D1, D2 = "pd-p50-1", "pd-p50-2", "pd-d50-1", "pd-d50-2"
-RATE = 5.0
+RATE = 2.0  # the 0.23 proxy drops an isolated member only at an idle pass: leave gaps on a loaded 2-core lab
 ROLLING = ("-e", "vllm_pd_rollout=rolling")
 ENGINES = ((P1, "prefill"), (P2, "prefill"), (D1, "decode"), (D2, "decode"))
 # D2's API port taken by another process whenever its engine stops (the start guard must refuse it)
