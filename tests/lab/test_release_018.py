@@ -67,12 +67,12 @@ def main_pid(lab, host, unit):
 
 
 def joined(result):
-    """The hosts whose instance the rolling run put back into the proxy, in order."""
+    """The hosts whose instance the rolling run required back in the proxy (the join step ran and passed), in order."""
     out = []
     for block in result.stdout.split("\nTASK [")[1:]:
         if "Put the instance back into its proxy, within" in block.split("\n", 1)[0]:
             # a delegated result reads "changed: [HOST -> DELEGATE(ITS ansible_host)]"
-            out += re.findall(rf"^changed: \[(\S+) -> {P}[(\]]", block, re.M)
+            out += re.findall(rf"^(?:ok|changed): \[(\S+) -> {P}[(\]]", block, re.M)
     return out
 
 
@@ -140,7 +140,7 @@ def test_a_rolling_decode_change_rejoins_through_the_0_18_proxy_under_load(rel18
     print(f"\nroll decode_env on 1P2D (0.18.0): completed {result['completed']} failed {result['failed']} in "
           f"{result['duration_s']:.1f} s; errors {result['errors'][:3]}")
     assert r.returncode == 0 and "ProxyRejoinTimeout: cluster" not in r.stdout, r.stdout[-5000:]
-    # each D was taken out of the proxy and joined it again (proxy_member.py join answered "joined")
+    # the join step ran for each D (a D it could not put back fails the run: ProxyRejoinTimeout)
     assert sorted(joined(r)) == [D1, D2], r.stdout[-5000:]
     assert result["failed"] == 0 and result["completed"] >= 20, result
     assert main_pid(lab, P, "vllm-pd-prefill.service") == before[P]
