@@ -41,15 +41,23 @@ class Server:
                     outer.bodies.append(body)
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                self.counted = True
                 try:
                     outer.answer(self, n, body)
                 finally:
-                    with outer.lock:
-                        outer.in_flight -= 1
+                    outer.finished(self)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def finished(self, h):
+        """The request no longer counts as in flight: called before its last bytes go out, since the client may
+        send its next request the moment it has them (before this handler thread runs again)."""
+        with self.lock:
+            if h.counted:
+                h.counted = False
+                self.in_flight -= 1
 
     def answer(self, h, n, body):
         if self.empty_200:   # vllm-ascend 0.23's example proxy when its decode call fails
@@ -74,6 +82,7 @@ class Server:
                 time.sleep(self.token_delay)
             h.wfile.write(b"data: " + json.dumps({"choices": [{"text": f" w{i}"}]}).encode() + b"\n\n")
             h.wfile.flush()
+        self.finished(h)
         if not self.break_stream:
             h.wfile.write(b"data: [DONE]\n\n")
         h.wfile.flush()
