@@ -202,7 +202,7 @@ def test_dense_model_planned_as_moe_fails_naming_the_collision(fit):
     try:
         assert r.returncode != 0, r.stdout[-4000:]
         assert "Address already in use" in r.stdout, r.stdout[-6000:]
-        assert "prefill-dp1 (vllm-pd-prefill-dp1.service, moe model): kv_port 28002, tp 4, DP rank in the port " \
+        assert "prefill-dp1 (vllm-pd-prefill-dp1.service, moe model): kv_port 28002, tp 4, pp 1, pcp 1, DP rank in the port " \
                "formula 1 -> group 28006-28009" in r.stdout, r.stdout[-6000:]
         assert "the model on this host reads as dense" in r.stdout
     finally:
