@@ -145,9 +145,7 @@ def parse_version(text):
     """PEP 440 sort key of TEXT ('v' prefix allowed): (release tuple padded to 4, pre, post, dev).
 
     ValueError if TEXT is not a version."""
-    m = _PEP440.match(str(text).strip())
-    if not m:
-        raise ValueError('%r is not a release version (e.g. 0.23.0.post1 or v0.18.0)' % (text,))
+    m = _match(text)
     release = tuple(int(p) for p in m.group('release').split('.'))
     release = (release + (0, 0, 0, 0))[:4]
     dev = m.group('dev')
@@ -163,14 +161,24 @@ def parse_version(text):
     return (release, pre_key, post_key, dev_key)
 
 
-def normalize(text):
-    """Canonical spelling: 'v0.18.0' -> '0.18.0', '0.23.0-post1' -> '0.23.0.post1'."""
+def _match(text):
     m = _PEP440.match(str(text).strip())
     if not m:
         raise ValueError('%r is not a release version (e.g. 0.23.0.post1 or v0.18.0)' % (text,))
+    return m
+
+
+def _release_and_pre(m):
     out = '.'.join(str(int(p)) for p in m.group('release').split('.'))
     if m.group('pre'):
         out += m.group('pre').lower() + str(int(m.group('pre_n') or 0))
+    return out
+
+
+def normalize(text):
+    """Canonical spelling: 'v0.18.0' -> '0.18.0', '0.23.0-post1' -> '0.23.0.post1'."""
+    m = _match(text)
+    out = _release_and_pre(m)
     if m.group('post') is not None:
         out += '.post' + str(int(m.group('post') or 0))
     if m.group('dev') is not None:
@@ -180,13 +188,7 @@ def normalize(text):
 
 def base_release(text):
     """The final release TEXT belongs to: '0.23.0.post1' -> '0.23.0' (pre releases keep their tag)."""
-    m = _PEP440.match(str(text).strip())
-    if not m:
-        raise ValueError('%r is not a release version (e.g. 0.23.0.post1 or v0.18.0)' % (text,))
-    out = '.'.join(str(int(p)) for p in m.group('release').split('.'))
-    if m.group('pre'):
-        out += m.group('pre').lower() + str(int(m.group('pre_n') or 0))
-    return out
+    return _release_and_pre(_match(text))
 
 
 def find(version):
