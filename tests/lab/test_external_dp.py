@@ -90,15 +90,25 @@ def test_each_dp_rank_runs_as_its_own_instance_and_kv_moves(edp):
 
 
 def test_requests_reach_every_instance_through_the_proxy(edp):
-    body = json.dumps({"model": "/models/lab-model", "prompt": "external dp", "max_tokens": 4})
+    # The example proxy picks the decoder with the fewest active tokens, ties to the first listed: requests one
+    # after another all go to rank 0. Concurrent bursts overlap, so the second of a burst goes to rank 1.
+    body = json.dumps({"model": "/models/lab-model", "prompt": "external dp", "max_tokens": 16})
     url = f"http://{edp.hosts[P]['data_ip']}:8000/v1/completions"
-    script = (f"import urllib.request\nfor _ in range(8):\n"
+    script = (f"import urllib.request\nfrom concurrent.futures import ThreadPoolExecutor\n"
+              f"def one(_):\n"
               f"    req = urllib.request.Request({url!r}, data={body!r}.encode(), "
               f"headers={{'Content-Type': 'application/json'}})\n"
-              f"    assert b'text' in urllib.request.urlopen(req, timeout=60).read()\n")
-    edp.ssh(P, "python3 -c " + shlex.quote(script))
-    for rank in (0, 1):
-        log = edp.ssh(D, f"journalctl -u vllm-pd-decode-dp{rank}.service -o cat --no-pager").stdout
+              f"    return b'text' in urllib.request.urlopen(req, timeout=60).read()\n"
+              f"with ThreadPoolExecutor(8) as pool:\n"
+              f"    assert all(pool.map(one, range(8)))\n")
+    logs = {}
+    for _ in range(5):
+        edp.ssh(P, "python3 -c " + shlex.quote(script))
+        logs = {rank: edp.ssh(D, f"journalctl -u vllm-pd-decode-dp{rank}.service -o cat --no-pager").stdout
+                for rank in (0, 1)}
+        if all("KV cache transfer for request" in log for log in logs.values()):
+            break
+    for rank, log in logs.items():
         assert "KV cache transfer for request" in log, f"decode rank {rank} pulled no KV:\n{log[-2000:]}"
 
 
