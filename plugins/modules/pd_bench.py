@@ -102,8 +102,9 @@ options:
   clusters:
     description:
       - O(mode=report) - one entry per cluster, with keys C(cluster), C(proxy) (C(host), C(url)), C(run) (what
-        O(mode=run) returned), C(decode_logs) (list of C(host), C(address) and C(text), the decode engines'
-        log lines of the measured run), C(prefill_by_address) (each prefill host's C(VLLM_HOST_IP) -> host) and
+        O(mode=run) returned), C(decode_logs) (list of C(host), C(address), C(text), the decode engines'
+        log lines of the measured run, and C(served), the requests its engines finished in the run or null when
+        unknown; a D that served none is noted, not held to the KV transfer bound), C(prefill_by_address) (each prefill host's C(VLLM_HOST_IP) -> host) and
         C(settings), the cluster's gate - C(slo_ttft_ms), C(slo_tpot_ms), C(slo_kv_transfer_ms) (null - not gated),
         C(baseline_tolerance) (0.97) and C(ignore) (check names that only warn).
     type: list
@@ -352,10 +353,11 @@ def report_mode(module):
     for c in p['clusters']:
         cluster_dir = os.path.join(root, str(c['cluster']))
         run = c['run']
-        pairs = bench_kv.pair_times(c.get('decode_logs') or [], c.get('prefill_by_address') or {})
-        notes = [run['tool_note']] if run.get('tool_note') else []
+        logs = c.get('decode_logs') or []
+        pairs = bench_kv.pair_times(logs, c.get('prefill_by_address') or {})
+        notes = [n for n in (run.get('tool_note'), bench_kv.idle_note(bench_kv.idle(logs, pairs))) if n]
         rec = bench_gate.make_record(run_id, str(c['cluster']), c['proxy'], run['tool'], run['load'], run['result'],
-                                     pairs, bench_kv.unseen(c.get('decode_logs') or [], pairs),
+                                     pairs, bench_kv.unseen(logs, pairs),
                                      _read(os.path.join(cluster_dir, 'baseline.json')), c.get('settings') or {}, notes)
         records.append(rec)
         table += bench_gate.comparison(rec, _previous(cluster_dir, run_id)) + ['']

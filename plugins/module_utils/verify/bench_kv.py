@@ -17,6 +17,9 @@ import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
 
+# a sample of the counter (one series per finished_reason), not its _created twin or a comment
+SUCCESS_SAMPLE = re.compile(r'^vllm:request_success_total(?:\{[^}]*\})?\s+(\S+)', re.M)
+
 # anchored on "request <id> took": 0.23's "Skipping KV cache transfer for request. remote_request_id=..." is none
 KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms'
                      r'(?: \((?P<groups>[0-9]+) groups, (?P<blocks>[0-9]+) blocks\))?\. '
@@ -66,6 +69,43 @@ def pair_times(decode_logs, prefill_by_address):
 
 
 def unseen(decode_logs, pairs):
-    """D hosts that logged no KV transfer at all."""
+    """D hosts that logged no KV transfer at all although they may have served requests: a host whose
+    ``served`` (requests its engines finished during the run, from vllm:request_success_total) is 0 is idle(),
+    not silent; an unknown count (None or absent) counts as served."""
     seen = set(p['decode'] for p in pairs)
-    return [log['host'] for log in decode_logs if log['host'] not in seen]
+    return [log['host'] for log in decode_logs if log['host'] not in seen and log.get('served') != 0]
+
+
+def idle(decode_logs, pairs):
+    """D hosts that finished no request during the run, so had no KV to pull. Not a fault: the example proxy
+    gives each request to the decode instance with the fewest active tokens, ties to the first listed, so
+    requests sent one after another all reach the same D."""
+    seen = set(p['decode'] for p in pairs)
+    return [log['host'] for log in decode_logs if log['host'] not in seen and log.get('served') == 0]
+
+
+def idle_note(hosts):
+    """The run record's note naming the idle D hosts, or None."""
+    if not hosts:
+        return None
+    return ('%s finished no request during the run, so its KV transfer was not measured: the example proxy gives '
+            'each request to the decode instance with the fewest active tokens (ties to the first listed), so at '
+            'low concurrency every request can reach one D; raise vllm_pd_bench_concurrency or the rate to load '
+            'every D' % ', '.join(hosts))
+
+
+def _finished(text):
+    return sum(float(value) for value in SUCCESS_SAMPLE.findall(text or ''))
+
+
+def requests_served(before, after):
+    """The requests a D host's engines finished between two reads of their /metrics (BEFORE and AFTER: one
+    text per instance, in the same order, None when unread), from vllm:request_success_total summed over its
+    finished_reason series. None (unknown) when a read failed, the instances differ or a counter went back
+    (an engine restarted in between)."""
+    if not before or len(before) != len(after) or any(t is None for t in list(before) + list(after)):
+        return None
+    counts = [_finished(b_text) for b_text in before], [_finished(a_text) for a_text in after]
+    if any(a < b for b, a in zip(*counts)):
+        return None
+    return int(sum(counts[1]) - sum(counts[0]))

@@ -70,6 +70,49 @@ def test_pairs_join_the_session_address_to_the_prefill_host_and_summarise_each()
     assert bench_kv.unseen(logs, pairs) == ['d3']
 
 
+
+def metrics(*success):
+    """A D instance's /metrics as vLLM writes it: one request_success_total series per finished_reason."""
+    lines = ['# HELP vllm:request_success_total Count of successfully processed requests.',
+             '# TYPE vllm:request_success_total counter',
+             'vllm:num_requests_running{engine="0",model_name="m"} 0.0']
+    lines += ['vllm:request_success_total{engine="0",finished_reason="%s",model_name="m"} %s' % (reason, n)
+              for reason, n in zip(('length', 'stop', 'abort'), success)]
+    lines += ['vllm:request_success_created{engine="0",finished_reason="length",model_name="m"} 1.7e9']
+    return '\n'.join(lines)
+
+
+def test_requests_served_sums_every_reason_and_instance_between_the_reads():
+    before = [metrics(3.0, 1.0), metrics()]
+    after = [metrics(10.0, 2.0), metrics(4.0)]
+    assert bench_kv.requests_served(before, after) == 12
+    assert bench_kv.requests_served(before, before) == 0
+
+
+@pytest.mark.parametrize('before, after', [
+    ([metrics(1.0)], [None]),                       # a read failed
+    ([None], [metrics(1.0)]),
+    ([], []),                                       # skipped: no instance read
+    ([metrics(1.0)], [metrics(1.0), metrics(1.0)]),  # instance lists differ
+    ([metrics(9.0)], [metrics(2.0)]),               # an engine restarted in between
+])
+def test_requests_served_is_unknown_when_it_cannot_be_told(before, after):
+    assert bench_kv.requests_served(before, after) is None
+
+
+def test_a_d_that_served_nothing_is_idle_not_unseen_and_an_unknown_count_is_unseen():
+    logs = [dict(host='d1', address='10.0.0.2', text=kv_text([10]), served=4),
+            dict(host='d2', address='10.0.0.3', text='', served=0),
+            dict(host='d3', address='10.0.0.4', text='', served=3),
+            dict(host='d4', address='10.0.0.5', text='', served=None),
+            dict(host='d5', address='10.0.0.6', text='')]
+    pairs = bench_kv.pair_times(logs, {'10.0.0.1': 'p1'})
+    assert bench_kv.unseen(logs, pairs) == ['d3', 'd4', 'd5']
+    assert bench_kv.idle(logs, pairs) == ['d2']
+    note = bench_kv.idle_note(['d2'])
+    assert note.startswith('d2 finished no request') and 'vllm_pd_bench_concurrency' in note
+    assert bench_kv.idle_note([]) is None
+
 # ------------------------------------------------------------------ vllm bench serve
 
 # What vLLM 0.23.0's own argparse code prints for `vllm bench serve --help=all` and `--help` (scripts/vllm-bench-help
