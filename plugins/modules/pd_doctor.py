@@ -238,8 +238,9 @@ clusters:
     - O(mode=diagnose) - per cluster C(name), C(status), C(root_cause), C(hosts) and C(links).
     - For the page also C(instances) (per engine its state and each kv_port's C(port), C(state), C(detail)),
       C(proxy_members), C(kv_transfer) (per P->D pair C(pair), C(requests), C(ms) percentiles and C(samples)),
-      C(kv_silent) (decode hosts without a transfer line) and C(latency) (per engine C(ttft_ms), C(itl_ms),
-      C(e2el_ms) estimated from its C(/metrics) histograms, C(n), C(mean), C(p50), C(p90), C(p99), C(bins)).
+      C(kv_silent) (decode hosts without a transfer line, with C(finished), the requests their engines finished
+      since they started, null when unread) and C(latency) (per engine C(ttft_ms), C(itl_ms), C(e2el_ms) estimated
+      from its C(/metrics) histograms, C(n), C(mean), C(p50), C(p90), C(p99), C(bins)).
   returned: when mode is diagnose
   type: list
   elements: dict

@@ -19,7 +19,7 @@ from html import escape
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_metrics import LATENCIES, latencies
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import describe_holder
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import span
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.bench_kv import pair_times, unseen
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.bench_kv import finished_requests, pair_times, unseen
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.bench_vllm import KEYS
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.report_svg import buckets_svg, kv_svg, number
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.proxy_members import ROLES
@@ -74,8 +74,16 @@ def _kv(names, hosts):
             logs.append(dict(host=name, address=(h.get('address') or {}).get('address'), text=kv.get('text') or '',
                              error=kv.get('error')))
     pairs = pair_times(logs, prefill)
-    return pairs, [dict(host=log['host'], error=log['error']) for log in logs
-                   if log['host'] in unseen(logs, pairs) or log['error']]
+    return pairs, [dict(host=log['host'], error=log['error'], finished=_finished_since_start(hosts[log['host']]))
+                   for log in logs if log['host'] in unseen(logs, pairs) or log['error']]
+
+
+def _finished_since_start(host):
+    """The requests the host's decode engines finished since they started, or None when a /metrics was not read."""
+    reads = [m for m in host.get('metrics') or [] if m.get('kind') == 'decode']
+    if not reads or any(m.get('error') or m.get('text') is None for m in reads):
+        return None
+    return int(sum(finished_requests(m['text']) for m in reads))
 
 
 def _latency(names, hosts):
@@ -167,7 +175,10 @@ def _kv_section(cl, window):
         parts.append(kv_svg(cl['kv_transfer']))
     for i, s in enumerate(cl['kv_silent']):
         parts.append('<p class="warn">%s: %s</p>' % (_text(c, 'kv_silent.%d.host' % i, s['host'], 'span'), escape(
-            'journal not read: %s' % s['error'] if s['error'] else 'no KV transfer line in the window')))
+            'journal not read: %s' % s['error'] if s['error'] else 'no KV transfer line in the window' + (
+                ': its engines have finished no request since they started (the example proxy gives each request '
+                'to the decode with the fewest active tokens, ties to the first listed)' if s['finished'] == 0
+                else ''))))
     return parts
 
 

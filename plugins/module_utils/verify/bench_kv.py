@@ -94,7 +94,8 @@ def idle_note(hosts):
             'every D' % ', '.join(hosts))
 
 
-def _finished(text):
+def finished_requests(text):
+    """vllm:request_success_total of one engine's /metrics TEXT, summed over its finished_reason series."""
     return sum(float(value) for value in SUCCESS_SAMPLE.findall(text or ''))
 
 
@@ -105,7 +106,7 @@ def requests_served(before, after):
     (an engine restarted in between)."""
     if not before or len(before) != len(after) or any(t is None for t in list(before) + list(after)):
         return None
-    counts = [_finished(b_text) for b_text in before], [_finished(a_text) for a_text in after]
+    counts = [finished_requests(t) for t in before], [finished_requests(t) for t in after]
     if any(a < b for b, a in zip(*counts)):
         return None
     return int(sum(counts[1]) - sum(counts[0]))

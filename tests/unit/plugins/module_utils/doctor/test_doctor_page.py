@@ -134,8 +134,22 @@ def test_a_decode_without_a_line_or_journal_is_named():
     hosts['d1']['kv_log'] = dict(text='', error='journalctl: no such file')
     _f, clusters = diagnose(hosts)
     (cl,) = observe(hosts, clusters)
-    assert cl['kv_transfer'] == [] and cl['kv_silent'] == [dict(host='d1', error='journalctl: no such file')]
+    assert cl['kv_transfer'] == [] and cl['kv_silent'] == [dict(host='d1', error='journalctl: no such file', finished=None)]
 
+
+
+@pytest.mark.parametrize('finished, said', [(0, True), (5, False)])
+def test_a_silent_decode_says_whether_any_request_ever_reached_it(finished, said):
+    hosts = cluster()
+    hosts['d1']['kv_log'] = dict(text='INFO nothing here', error=None)
+    hosts['d1']['metrics'] = [dict(kind='decode', unit='vllm-pd-decode.service', url='u', error=None,
+                                   text='vllm:request_success_total{finished_reason="length"} %d.0\n' % finished)]
+    findings, clusters = diagnose(hosts)
+    (cl,) = observe(hosts, clusters)
+    assert cl['kv_silent'] == [dict(host='d1', error=None, finished=finished)]
+    page = unescape(render_html(clusters, findings, 'doctor', 'last 15 min'))
+    assert 'no KV transfer line in the window' in page
+    assert ('finished no request since they started' in page) is said
 
 def value_at(findings, cl, key):
     value = dict(findings=findings) if key.startswith('findings.') else cl
