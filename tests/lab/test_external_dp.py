@@ -102,7 +102,7 @@ def test_requests_reach_every_instance_through_the_proxy(edp):
               f"with ThreadPoolExecutor(8) as pool:\n"
               f"    assert all(pool.map(one, range(8)))\n")
     logs = {}
-    for _ in range(5):
+    for _burst in range(5):
         edp.ssh(P, "python3 -c " + shlex.quote(script))
         logs = {rank: edp.ssh(D, f"journalctl -u vllm-pd-decode-dp{rank}.service -o cat --no-pager").stdout
                 for rank in (0, 1)}
