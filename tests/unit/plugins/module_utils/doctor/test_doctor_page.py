@@ -137,7 +137,6 @@ def test_a_decode_without_a_line_or_journal_is_named():
     assert cl['kv_transfer'] == [] and cl['kv_silent'] == [dict(host='d1', error='journalctl: no such file', finished=None)]
 
 
-
 @pytest.mark.parametrize('finished, said', [(0, True), (5, False)])
 def test_a_silent_decode_says_whether_any_request_ever_reached_it(finished, said):
     hosts = cluster()
@@ -150,6 +149,7 @@ def test_a_silent_decode_says_whether_any_request_ever_reached_it(finished, said
     page = unescape(render_html(clusters, findings, 'doctor', 'last 15 min'))
     assert 'no KV transfer line in the window' in page
     assert ('finished no request since they started' in page) is said
+
 
 def value_at(findings, cl, key):
     value = dict(findings=findings) if key.startswith('findings.') else cl

@@ -70,7 +70,6 @@ def test_pairs_join_the_session_address_to_the_prefill_host_and_summarise_each()
     assert bench_kv.unseen(logs, pairs) == ['d3']
 
 
-
 def metrics(*success):
     """A D instance's /metrics as vLLM writes it: one request_success_total series per finished_reason."""
     lines = ['# HELP vllm:request_success_total Count of successfully processed requests.',
@@ -112,6 +111,7 @@ def test_a_d_that_served_nothing_is_idle_not_unseen_and_an_unknown_count_is_unse
     note = bench_kv.idle_note(['d2'])
     assert note.startswith('d2 finished no request') and 'vllm_pd_bench_concurrency' in note
     assert bench_kv.idle_note([]) is None
+
 
 # ------------------------------------------------------------------ vllm bench serve
 
