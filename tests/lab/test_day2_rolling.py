@@ -92,7 +92,9 @@ def pids(lab):
 
 
 def under_load(lab, inv_lab, what, *args, expect_rc=0, rate=RATE, concurrency=None):
-    spec = loadgen.LoadSpec(f"http://{proxy_ip(lab)}:8000", rate=rate, concurrency=concurrency, count=int(RATE * 1200),
+    # enough for 20 min at RATE; the closed loop (rate None) runs until the playbook ends, whatever its pace
+    count = int(rate * 1200) if rate else 10 ** 6
+    spec = loadgen.LoadSpec(f"http://{proxy_ip(lab)}:8000", rate=rate, concurrency=concurrency, count=count,
                             max_tokens=8, timeout=60, guard=lab.guard)
     bg = loadgen.Background(spec).start()
     r = inv_lab.playbook("playbooks/deploy_pd.yml", *ROLLING, *args, check=False)
