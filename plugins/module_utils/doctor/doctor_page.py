@@ -19,7 +19,8 @@ from html import escape
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_metrics import LATENCIES, latencies
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import describe_holder
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import span
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.bench_kv import finished_requests, pair_times, unseen
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.bench_kv import (
+    PROXY_PICKS, finished_requests, pair_times, unseen)
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.bench_vllm import KEYS
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.report_svg import buckets_svg, kv_svg, number
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.proxy_members import ROLES
@@ -176,8 +177,7 @@ def _kv_section(cl, window):
     for i, s in enumerate(cl['kv_silent']):
         parts.append('<p class="warn">%s: %s</p>' % (_text(c, 'kv_silent.%d.host' % i, s['host'], 'span'), escape(
             'journal not read: %s' % s['error'] if s['error'] else 'no KV transfer line in the window' + (
-                ': its engines have finished no request since they started (the example proxy gives each request '
-                'to the decode with the fewest active tokens, ties to the first listed)' if s['finished'] == 0
+                ': its engines have finished no request since they started (%s)' % PROXY_PICKS if s['finished'] == 0
                 else ''))))
     return parts
 

@@ -68,30 +68,36 @@ def pair_times(decode_logs, prefill_by_address):
     return out
 
 
+# Why a D can finish no request without a fault (example proxy, 0.18-0.23: its scheduler's heap key)
+PROXY_PICKS = ('the example proxy gives each request to the decode instance with the fewest active tokens '
+               '(ties to the first listed)')
+
+
+def _without_transfer(decode_logs, pairs):
+    seen = set(p['decode'] for p in pairs)
+    return [log for log in decode_logs if log['host'] not in seen]
+
+
 def unseen(decode_logs, pairs):
     """D hosts that logged no KV transfer at all although they may have served requests: a host whose
     ``served`` (requests its engines finished during the run, from vllm:request_success_total) is 0 is idle(),
     not silent; an unknown count (None or absent) counts as served."""
-    seen = set(p['decode'] for p in pairs)
-    return [log['host'] for log in decode_logs if log['host'] not in seen and log.get('served') != 0]
+    return [log['host'] for log in _without_transfer(decode_logs, pairs) if log.get('served') != 0]
 
 
 def idle(decode_logs, pairs):
-    """D hosts that finished no request during the run, so had no KV to pull. Not a fault: the example proxy
-    gives each request to the decode instance with the fewest active tokens, ties to the first listed, so
+    """D hosts that finished no request during the run, so had no KV to pull. Not a fault (PROXY_PICKS):
     requests sent one after another all reach the same D."""
-    seen = set(p['decode'] for p in pairs)
-    return [log['host'] for log in decode_logs if log['host'] not in seen and log.get('served') == 0]
+    return [log['host'] for log in _without_transfer(decode_logs, pairs) if log.get('served') == 0]
 
 
 def idle_note(hosts):
     """The run record's note naming the idle D hosts, or None."""
     if not hosts:
         return None
-    return ('%s finished no request during the run, so its KV transfer was not measured: the example proxy gives '
-            'each request to the decode instance with the fewest active tokens (ties to the first listed), so at '
-            'low concurrency every request can reach one D; raise vllm_pd_bench_concurrency or the rate to load '
-            'every D' % ', '.join(hosts))
+    return ('%s finished no request during the run, so its KV transfer was not measured: %s, so at low '
+            'concurrency every request can reach one D; raise vllm_pd_bench_concurrency or the rate to load '
+            'every D' % (', '.join(hosts), PROXY_PICKS))
 
 
 def finished_requests(text):
