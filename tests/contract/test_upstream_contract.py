@@ -452,7 +452,7 @@ def test_kv_log_line(upstream):
 # g. metrics
 
 def collection_metrics():
-    """{name: where} of every vllm: metric the dashboard queries, the doctor and the probes read; and the
+    """{name: where} of every vllm: metric the dashboard queries, the doctor, the benchmark and the probes read; and the
     doctor's fallback chains (a tuple of names of which the first one exported is read)."""
     used, chains = {}, []
     for path in sorted((ROOT / 'docs' / 'grafana').glob('*.json')):
@@ -468,7 +468,8 @@ def collection_metrics():
                     walk(v)
         walk(json.loads(path.read_text(encoding='utf-8')))
     doctor = uc.parse(ROOT / 'plugins/module_utils/doctor/doctor_metrics.py')
-    for path in [ROOT / 'plugins/module_utils/doctor/doctor_metrics.py'] + sorted(ROOT.glob('roles/*/files/probe_*.py')):
+    for path in [ROOT / 'plugins/module_utils/doctor/doctor_metrics.py', ROOT / 'plugins/module_utils/verify/bench_kv.py'] \
+            + sorted(ROOT.glob('roles/*/files/probe_*.py')):
         for name in uc.str_constants(uc.parse(path), r'vllm:[a-z0-9_]+'):
             used.setdefault(name, path.name)
     for node in ast.walk(doctor):

@@ -17,8 +17,10 @@ import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
 
+# requests an engine finished (tests/contract checks the name against each release's vLLM)
+SUCCESS_COUNTER = 'vllm:request_success_total'
 # a sample of the counter (one series per finished_reason), not its _created twin or a comment
-SUCCESS_SAMPLE = re.compile(r'^vllm:request_success_total(?:\{[^}]*\})?\s+(\S+)', re.M)
+SUCCESS_SAMPLE = re.compile(r'^%s(?:\{[^}]*\})?\s+(\S+)' % re.escape(SUCCESS_COUNTER), re.M)
 
 # anchored on "request <id> took": 0.23's "Skipping KV cache transfer for request. remote_request_id=..." is none
 KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms'
