@@ -11,25 +11,30 @@ short_description: Refuse a change of a running cluster that P and D must share 
 version_added: "1.2.0"
 description:
   - C(pd_launch) - the launch settings of a running engine from the words of its command line and its environment
-    (C(model), C(tp), C(settings), C(kv_role), C(error)); null when it is no C(vllm serve) command line.
+    (C(model), C(tp), C(pp), C(pcp), C(settings), C(kv_extra), C(kv_role), C(env), C(error)); null when it is no
+    C(vllm serve) command line.
   - C(pd_orphan_units) - the vllm_pd units of a host (O(_input), C(systemctl list-units) lines) that no planned
     instance (O(planned_units)) or the cluster's proxy (O(is_proxy)) explains, C(OrphanInstance).
-  - C(pd_rollable) - the C(ChangeNotRollable) finding of one cluster when the plan changes, for a running engine, one
-    of block size, kv_cache_dtype, dtype, quantization, speculative config, the model files, the tp sizes or the DP size of a side; empty
-    with O(allow_downtime) (the change stops the cluster).
+  - C(pd_rollable) - the C(ChangeNotRollable) finding of one cluster when the plan changes, for a running engine,
+    something P and D share - block size, kv_cache_dtype, dtype, quantization, speculative config, the model files,
+    its tp, pp or pcp size, or any key of its C(kv_connector_extra_config) (each side's tp, dp and pp sizes, the
+    user's own keys); empty with O(allow_downtime) (the change stops the cluster).
 options:
   _input:
     description:
       - C(pd_launch) - the argv words of the engine process.
       - C(pd_orphan_units) - the unit lines.
-      - C(pd_rollable) - the running engines, C({host, kind, unit, model, tp, settings}) each.
+      - C(pd_rollable) - the running engines, C(pd_launch) of each with C(host), C(kind) and C(unit).
     type: raw
     required: true
   environ:
     description: C(pd_launch) only - the process environment.
     type: dict
   planned:
-    description: C(pd_rollable) only - the planned engines, C({host, kind, model_path, tp, settings}) each.
+    description:
+      - C(pd_rollable) only - the planned engines, C({host, kind, model_path, tp, dp, pp, pcp, settings,
+        kv_connector_extra}) each (C(kv_connector_extra) - the host's V(vllm_pd_kv_connector_extra)); a size or
+        C(kv_connector_extra) left out is not compared.
     type: list
     elements: dict
   planned_units:

@@ -13,7 +13,7 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env, parallel
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
 
 # Engine variables the fit rules read (the rest of the environment may hold secrets: never kept).
@@ -35,17 +35,20 @@ def _flag(words, names):
 
 def parse_launch(argv, environ):
     """ARGV (list of words of the engine process) and ENVIRON ({name: value}) -> the launch settings:
-    model (path), tp, settings (pd_consistency.effective_settings), kv_extra (kv_connector_extra_config),
-    kv_role, env (FIT_ENV subset), error. None when ARGV is not a 'vllm serve' command line."""
+    model (path), tp, pp, pcp (pipeline and prefill context parallel sizes, parallel.args_sizes; 1 when not given),
+    settings (pd_consistency.effective_settings), kv_extra (kv_connector_extra_config), kv_role, env (FIT_ENV
+    subset), error. None when ARGV is not a 'vllm serve' command line."""
     words = [str(w) for w in argv or []]
     if 'serve' not in words:
         return None
     rest = words[words.index('serve') + 1:]
-    out = dict(model=rest[0] if rest and not rest[0].startswith('-') else _flag(rest, ('--model',)), tp=1,
+    out = dict(model=rest[0] if rest and not rest[0].startswith('-') else _flag(rest, ('--model',)), tp=1, pp=1, pcp=1,
                settings={}, kv_extra=None, kv_role=None, error='',
                env=dict((k, v) for k, v in (environ or {}).items() if k in FIT_ENV))
     try:
         out['tp'] = int(_flag(rest, TP_FLAGS) or 1)
+        sizes = parallel.args_sizes(rest, "the running engine's arguments")
+        out['pp'], out['pcp'] = sizes['pp'] or 1, sizes['pcp'] or 1
         out['settings'] = pd_consistency.effective_settings({}, rest, 'the running engine')
         kv = _flag(rest, ('--kv-transfer-config',))
         if kv:
