@@ -45,7 +45,6 @@ COLLECTIONS_ROOT = _install_collection_path()
 # shared fixtures: real sockets in child processes, module harness
 
 import json  # noqa: E402
-import random  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -82,20 +81,95 @@ def _port_is_free(port):
     return True
 
 
-def find_free_group(width=8, lo=28100, hi=None):
-    """width consecutive ports, free on every address, below the ephemeral range."""
-    if hi is None:
+PORT_LO = 28100     # above the ADXL window of 8 NPUs (20000-27999)
+PORT_BLOCK = 128    # ports per block; the widest group a test asks for is 64
+PORT_LOCK_DIR = os.path.join(tempfile.gettempdir(), 'vllm_pd_unit_ports')
+
+
+def _ephemeral_low():
+    try:
+        with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
+            return int(f.read().split()[0])
+    except (IOError, OSError, ValueError, IndexError):
+        return 32768
+
+
+class PortBlocks(object):
+    """The ports of one test: whole blocks taken at once, disjoint runs handed out from them in order.
+
+    Blocks are PORT_BLOCK ports, aligned from PORT_LO up to the ephemeral range (no outbound connection
+    takes a port there meanwhile). take(width) hands out the next run of width consecutive ports of the
+    test's block, each checked free on every address just before; a busy port is skipped, never handed
+    out, and no port is handed out twice in a test (two independent random draws could overlap). Blocks
+    go round robin over the session in a fixed order (the TIME_WAIT left by one test ages before its
+    block comes round again); an flock on a file in the temp dir keeps a block to one test while it runs,
+    also against other pytest sessions of these tests on the machine.
+    """
+    _turn = [0]     # session-wide: the block the next test starts looking at
+
+    def __init__(self, lo=PORT_LO, hi=None, size=PORT_BLOCK):
+        if hi is None:
+            hi = _ephemeral_low() - 1
+        self.size = size
+        self.bases = list(range(lo, hi - size + 2, size))
+        self.held = []      # [(base, lock file or None)]
+        self.next_port = self.end = None
+
+    def take(self, width=8):
+        """width consecutive ports, free on every address, none of them handed out before in this test."""
+        if not 1 <= width <= self.size:
+            raise ValueError('a group of %d ports does not fit a block of %d' % (width, self.size))
+        while True:
+            port = self.next_port
+            while port is not None and port + width <= self.end:
+                busy = [p for p in range(port, port + width) if not _port_is_free(p)]
+                if not busy:
+                    self.next_port = port + width
+                    return list(range(port, port + width))
+                port = busy[-1] + 1
+            self._take_block()
+
+    def _take_block(self):
+        mine = set(base for base, _lock in self.held)
+        for _i in range(len(self.bases)):
+            base = self.bases[PortBlocks._turn[0] % len(self.bases)]
+            PortBlocks._turn[0] += 1
+            if base in mine:
+                continue
+            lock = self._lock(base)
+            if lock is False:
+                continue            # another test session holds it
+            self.held.append((base, lock))
+            self.next_port, self.end = base, base + self.size
+            return
+        raise RuntimeError('no block of %d ports left in %d-%d' % (self.size, self.bases[0], self.bases[-1] + self.size - 1))
+
+    @staticmethod
+    def _lock(base):
+        """The open, flocked lock file of the block; False: held by another process; None: no lock dir here."""
         try:
-            with open('/proc/sys/net/ipv4/ip_local_port_range') as f:
-                hi = int(f.read().split()[0]) - 1
-        except (IOError, OSError, ValueError):
-            hi = 32767
-    rng = random.Random()
-    for _attempt in range(200):
-        base = rng.randrange(lo, hi - width)
-        if all(_port_is_free(p) for p in range(base, base + width)):
-            return list(range(base, base + width))
-    raise RuntimeError('no free port group found')
+            import fcntl
+            if not os.path.isdir(PORT_LOCK_DIR):
+                try:
+                    os.makedirs(PORT_LOCK_DIR)
+                except OSError:
+                    pass            # another session made it just now
+            f = open(os.path.join(PORT_LOCK_DIR, '%d.lock' % base), 'a')
+        except (ImportError, IOError, OSError):
+            return None
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (IOError, OSError):
+            f.close()
+            return False
+        return f
+
+    def release(self):
+        for _base, lock in self.held:
+            if lock is not None:
+                lock.close()
+        del self.held[:]
+        self.next_port = self.end = None
 
 
 class Listener(object):
@@ -139,8 +213,18 @@ def spawn_listener():
 
 
 @pytest.fixture
-def free_group():
-    return find_free_group
+def port_block():
+    """This test's PortBlocks: take(width) -> width consecutive free ports, disjoint from all taken before."""
+    blocks = PortBlocks()
+    yield blocks
+    blocks.release()
+
+
+@pytest.fixture
+def free_group(port_block):
+    """free_group(width=8) -> width consecutive free ports below the ephemeral range; every call of one
+    test gets ports no earlier call got (they come from the test's reserved block)."""
+    return port_block.take
 
 
 class AnsibleExitJson(Exception):

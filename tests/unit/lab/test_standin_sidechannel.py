@@ -11,12 +11,6 @@ import zmq
 from vllm_standin import adxl, consumer, kvcache, producer
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def ctx():
     # ROUTER threads live on (daemons, as in the stand-in): closing their sockets from here
@@ -24,8 +18,8 @@ def ctx():
     return zmq.Context.instance()
 
 
-def test_router_answers_metadata_and_done(ctx):
-    port, done = free_port(), []
+def test_router_answers_metadata_and_done(ctx, free_group):
+    port, done = free_group(1)[0], []
     meta = {"engine_id": "p-1", "te_rpc_port": 15001, "kv_group2layeridx": {0: [0]}}
     threads = producer.start_sending_threads(ctx, "127.0.0.1", [port], [meta], lambda r, k: done.append((r, k)),
                                              poll=0.05)
@@ -38,8 +32,8 @@ def test_router_answers_metadata_and_done(ctx):
 
 
 @pytest.mark.parametrize("holder", ["busy", "not-local"])
-def test_bind_failure_ends_startup_with_vllm_ascends_error(ctx, caplog, holder):
-    port = free_port()
+def test_bind_failure_ends_startup_with_vllm_ascends_error(ctx, caplog, holder, free_group):
+    first, port = free_group(2)   # rank 0 binds first, rank 1 fails on port
     blocker = socket.socket()
     host = "127.0.0.1"
     if holder == "busy":
@@ -50,7 +44,7 @@ def test_bind_failure_ends_startup_with_vllm_ascends_error(ctx, caplog, holder):
     try:
         with caplog.at_level(logging.INFO, logger="vllm"), \
                 pytest.raises(RuntimeError, match=r"^KV Cache sending/receiving thread failed to start\.$"):
-            producer.start_sending_threads(ctx, host, [port + 1, port] if holder == "busy" else [port],
+            producer.start_sending_threads(ctx, host, [first, port] if holder == "busy" else [port],
                                            [{}, {}], lambda *a: None, poll=0.05)
     finally:
         blocker.close()
@@ -91,11 +85,11 @@ def test_done_from_every_rank_frees_and_timeout_force_frees(caplog):
     assert "Force freed expired request: a" not in caplog.text
 
 
-def test_puller_refuses_its_own_engine_id(ctx):
+def test_puller_refuses_its_own_engine_id(ctx, free_group):
     puller = consumer.KVPuller(ctx, engine=None, local_ip="127.0.0.1", tp_size=1, pool=kvcache.BlockPool(4),
                                num_blocks=4, own_engine_id="e-1")
     with pytest.raises(consumer.TransferError, match="Conflict engine id e-1 with local engine id e-1"):
-        puller._metadata("e-1", "127.0.0.1", free_port())
+        puller._metadata("e-1", "127.0.0.1", free_group(1)[0])
 
 
 def test_adxl_ports_are_held_inside_each_devices_window():

@@ -155,7 +155,8 @@ def test_free_other_address_is_only_a_warning(run_module, free_group, spawn_list
 
 def test_free_stops_only_the_allowed_unit(run_module, free_group, spawn_listener, fake_units, fake_systemctl):
     ports = free_group(8)
-    unrelated_port = free_group(1)[0]
+    unrelated_port = free_group(1)[0]     # from the same reserved block: never one of ports
+    assert unrelated_port not in ports
     grafana = spawn_listener('0.0.0.0', [ports[2], ports[5]])
     unrelated = spawn_listener('0.0.0.0', unrelated_port)
     fake_units[grafana.pid] = 'grafana-server.service'
@@ -279,10 +280,11 @@ def test_free_host_ip_not_local(run_module, free_group):
 
 def test_free_established_connection_blocks(run_module, free_group):
     ports = free_group(2)
-    srv = own_socket('127.0.0.1', ports[1] + 1000)
+    server_port = free_group(1)[0]    # checked free, outside the group
+    srv = own_socket('127.0.0.1', server_port)
     cli = socket.socket()
     cli.bind((HOST, ports[1]))        # outbound connection whose local port is in the group
-    cli.connect(('127.0.0.1', ports[1] + 1000))
+    cli.connect(('127.0.0.1', server_port))
     acc = srv.accept()[0]
     try:
         failed, res = run_module(M, args(ports))

@@ -17,13 +17,14 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import tcp_rea
 from ansible_collections.vllm_pd.ascend.plugins.modules import tcp_reach as M
 
 
+@pytest.fixture
 def closed_port():
-    """A loopback port nothing listens on (bound, then released)."""
+    """A loopback port nothing listens on: bound without listen() for the whole test, so a connect gets RST
+    and no other process can take the port meanwhile (released at once it could be anyone's)."""
     s = socket.socket()
     s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
+    yield s.getsockname()[1]
     s.close()
-    return port
 
 
 class FakeSocket(object):
@@ -44,8 +45,8 @@ class FakeSocket(object):
         self.closed = True
 
 
-def test_closed_loopback_port_answers_rst_and_counts_as_routed():
-    r = T.probe('127.0.0.1', closed_port(), timeout=1)
+def test_closed_loopback_port_answers_rst_and_counts_as_routed(closed_port):
+    r = T.probe('127.0.0.1', closed_port, timeout=1)
     assert r['result'] == 'refused' and r['routed'] is True
     assert 'ECONNREFUSED' in r['detail']
 
@@ -103,9 +104,9 @@ def test_message_names_both_hosts_addresses_and_nics():
     assert '\n' not in msg
 
 
-def test_module_passes_on_rst_and_fails_naming_both_sides(run_module, monkeypatch):
+def test_module_passes_on_rst_and_fails_naming_both_sides(run_module, monkeypatch, closed_port):
     src = dict(host='pd-d1', role='decode', address='127.0.0.1', interface='lo')
-    ok = dict(host='pd-p1', role='prefill', address='127.0.0.1', interface='lo', port=closed_port())
+    ok = dict(host='pd-p1', role='prefill', address='127.0.0.1', interface='lo', port=closed_port)
     failed, res = run_module(M, dict(source=src, targets=[ok], cluster='c1', timeout=1))
     assert not failed and res['results'][0]['result'] == 'refused' and not res['changed']
 

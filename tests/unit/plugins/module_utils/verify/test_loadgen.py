@@ -5,6 +5,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,15 +17,18 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadg
 
 class Server:
     """Streams ``tokens`` chunks ``token_delay`` s apart after ``first_delay`` s; every ``fail_every``-th
-    request (1-based) gets HTTP 500; counts requests in flight at once."""
+    request (1-based) gets HTTP 500; counts requests in flight at once. With ``gate`` the first request is
+    answered only once ``gate`` requests are in flight (or after 10 s): overlap by design, not by timing."""
 
-    def __init__(self, tokens=4, first_delay=0.05, token_delay=0.02, fail_every=0, break_stream=False, empty_200=False):
-        self.empty_200 = empty_200
+    def __init__(self, tokens=4, first_delay=0.05, token_delay=0.02, fail_every=0, break_stream=False, empty_200=False,
+                 gate=0):
+        self.empty_200, self.gate = empty_200, gate
         self.tokens, self.first_delay, self.token_delay = tokens, first_delay, token_delay
         self.fail_every, self.break_stream = fail_every, break_stream
         self.seen, self.in_flight, self.max_in_flight = 0, 0, 0
         self.bodies = []
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,6 +45,9 @@ class Server:
                     outer.bodies.append(body)
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                    outer.arrived.notify_all()
+                    if n == 1 and outer.gate:
+                        outer.arrived.wait_for(lambda: outer.in_flight >= outer.gate, 10)
                 self.counted = True
                 try:
                     outer.answer(self, n, body)
@@ -145,10 +152,14 @@ def test_an_empty_200_is_a_failure_named_as_the_proxys_decode_failure(server, st
 
 
 def test_a_refused_connection_is_a_failure_not_a_crash():
-    s = Server()
-    url = s.url
-    s.close()
-    result = L.run(L.LoadSpec(url, rate=100, count=2, timeout=2))
+    # bound, never listening: a connect gets RST, and no other process can take the port meanwhile
+    # (a closed server's port is free for anyone)
+    hold = socket.socket()
+    hold.bind(("127.0.0.1", 0))
+    try:
+        result = L.run(L.LoadSpec(f"http://127.0.0.1:{hold.getsockname()[1]}", rate=100, count=2, timeout=2))
+    finally:
+        hold.close()
     assert result["failed"] == 2 and result["completed"] == 0
     assert "ConnectionRefused" in result["errors"][0]
 
@@ -160,7 +171,7 @@ def test_fixed_rate_spaces_the_requests(server):
     assert result["duration_s"] >= 0.2 + 0.05
 
 
-@pytest.mark.parametrize("server", [{"first_delay": 0.2}], indirect=True)
+@pytest.mark.parametrize("server", [{"first_delay": 0.2, "gate": 2}], indirect=True)
 def test_concurrency_caps_requests_in_flight(server):
     result = L.run(L.LoadSpec(server.url, rate=None, concurrency=2, count=6))
     assert result["completed"] == 6 and server.seen == 6
@@ -173,9 +184,9 @@ def test_rate_with_concurrency_waits_for_a_slot(server):
     assert result["completed"] == 3 and server.max_in_flight == 1
 
 
-def test_background_stops_sending_and_lets_in_flight_requests_finish(server):
+def test_background_stops_sending_and_lets_in_flight_requests_finish(server, wait_until):
     bg = L.Background(L.LoadSpec(server.url, rate=20, count=1000)).start()
-    time.sleep(0.3)
+    wait_until(lambda: server.seen >= 2)    # running (not a fixed sleep: a slow start would leave fewer than 2)
     result = bg.stop_and_wait()
     assert 2 <= result["completed"] < 50 and result["failed"] == 0
     assert server.seen == result["completed"]
