@@ -7,7 +7,6 @@ few pieces of pure-argparse code are executed on their own.
 """
 import ast
 import contextlib
-import inspect
 import io
 import json
 import re
@@ -69,10 +68,9 @@ def _quoted_env_names(tree_root, subdir):
 
 def _plans(entry, **kwargs):
     """The collection's instance plans of a prefill side (tp 2, DP 4, external ranks 1 and 2) for each parallel
-    layout the release allows (table port_terms/pp_pcp), where the planner takes pipeline/context sizes."""
-    accepts = 'pp_size' in inspect.signature(pd_instances.engine_instances).parameters
-    layouts = [(1, 1)] + ([(2, 1)] if accepts and 'pp' in entry['port_terms'] else []) + (
-        [(1, 2)] if accepts and 'pcp' in entry['port_terms'] else [])
+    layout the release allows (table port_terms)."""
+    layouts = [(1, 1)] + ([(2, 1)] if 'pp' in entry['port_terms'] else []) + (
+        [(1, 2)] if 'pcp' in entry['port_terms'] else [])
     for pp, pcp in layouts:
         sizes = dict(pp_size=pp, pcp_size=pcp) if (pp, pcp) != (1, 1) else {}
         yield pd_instances.engine_instances(**dict(dict(kind='prefill', tp_size=2, dp_size=4, dp_ranks=[1, 2],
@@ -345,11 +343,6 @@ def _reads(exprs, **sizes):
 
 
 def _collection_group(kv_port, tp, pp, pcp, dp_rank):
-    params = inspect.signature(pg.port_group).parameters
-    if 'pp_size' not in params or 'pcp_size' not in params:
-        if pp * pcp > 1:
-            pytest.xfail('pp/pcp not threaded yet')
-        return pg.port_group(kv_port, tp_size=tp, dp_rank_start=dp_rank, dp_size_local=1)
     return pg.port_group(kv_port, tp_size=tp, pp_size=pp, pcp_size=pcp, dp_rank_start=dp_rank, dp_size_local=1)
 
 
@@ -369,7 +362,6 @@ def test_port_formula(upstream):
     if entry['pp_pcp'] != 'both':
         sizes = [(pp, pcp) for pp, pcp in sizes if pp == 1 or pcp == 1]
     kv_port = 30000
-    planner_sizes = 'pp_size' in inspect.signature(pd_instances.engine_instances).parameters
     for tp in range(1, 9):
         plan = pd_instances.engine_instances('prefill', tp, 4, [], 8100, None, 'h', 'systemd', 'podman', '', kv_port, 'moe')
         assert sorted(pd_instances.group_ports(plan[0])) == sorted(
@@ -381,10 +373,9 @@ def test_port_formula(upstream):
             for pp, pcp in sizes:
                 want = upstream_ports(exprs, kv_port, tp, pp, pcp, dp_rank)
                 assert sorted(_collection_group(kv_port, tp, pp, pcp, dp_rank)) == sorted(want), (tp, pp, pcp, dp_rank)
-                if planner_sizes:
-                    ext = pd_instances.engine_instances('prefill', tp, 4, [dp_rank], kv_port=kv_port, model_kind='moe',
-                                                        pp_size=pp, pcp_size=pcp)[0]
-                    assert sorted(pd_instances.group_ports(ext)) == sorted(want), (tp, pp, pcp, dp_rank)
+                ext = pd_instances.engine_instances('prefill', tp, 4, [dp_rank], kv_port=kv_port, model_kind='moe',
+                                                    pp_size=pp, pcp_size=pcp)[0]
+                assert sorted(pd_instances.group_ports(ext)) == sorted(want), (tp, pp, pcp, dp_rank)
                 # the worker's own handshake port is one of its sender's
                 me = uc.Strict('self', pp_rank=pp - 1, pcp_rank=pcp - 1, tp_rank=tp - 1, tp_size=tp, pp_size=pp,
                                pcp_size=pcp, prefill_tp_size=tp, _prefill_tp_size=tp)
