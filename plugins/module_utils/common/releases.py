@@ -83,7 +83,7 @@ _V023 = _release(
     proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES + ('/reset_prefix_cache',),
     proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
     shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
-    kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True)
+    kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank='VLLM_ASCEND_BALANCE_SCHEDULING')
 
 
 # status: 'supported' - deployed and checked; 'refused' - UnsupportedRelease names `reason`.
@@ -96,7 +96,12 @@ _V023 = _release(
 # proxy_readd: what an add of a listed, tainted member does - 'noop' (stays tainted), 'untaint'.
 # dense_dp_keeps_rank: whether each DP rank of a dense (non-MoE) model keeps its data_parallel_rank (so binds
 #   kv_port + rank*tp*pp*pcp as MoE does): True, False (vLLM resets it to 0), or the name of the engine
-#   environment variable that makes it True when set to 1.
+#   environment variable that makes it True when set to 1 (0.23: the balance-scheduling patch is always imported,
+#   but its launcher falls back to vLLM's unless balance scheduling is on; its additional_config switch
+#   enable_balance_scheduling is not read here, so the plan may refuse a dense internal DP it would run).
+# proxy_python: the oldest Python the example proxy itself runs on (its grammar and annotations evaluated at
+#   run time; 3.7 at least, asyncio.create_task); a proxy that imports vllm.logger needs vLLM's Python too.
+# All these are checked against the release's own source by tests/contract (section k).
 RELEASES = {
     '0.23.0.post1': _V023,
     '0.23.0': _V023,
@@ -113,7 +118,7 @@ RELEASES = {
                'other members fail during any membership change, and it imports vLLM itself',
         vllm='0.13.0', mooncake='0.3.7.post2', cann='8.5.0', python=('3.10', '3.12'),
         connector_module=_MCV_OLD, port_terms=('tp', 'pp', 'pcp'), pp_pcp='exclusive',
-        proxy_python='3.8', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
+        proxy_python='3.7', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
         proxy_remove='immediate', proxy_readd='add',
         shutdown_timeout=False, abort_env='VLLM_NIXL_ABORT_REQUEST_TIMEOUT', abort_default=480,
         kv_log=_KV_LINE_GROUPS, dense_dp_keeps_rank=True),
@@ -126,7 +131,7 @@ RELEASES = {
         proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES,
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'decode.tp_size', 'decode.dp_size', 'use_ascend_direct'),
         bench_result_missing=('failed',),
-        proxy_python='3.8', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
+        proxy_python='3.7', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
         proxy_remove=None, proxy_readd=None,
         shutdown_timeout=False, abort_env='VLLM_NIXL_ABORT_REQUEST_TIMEOUT', abort_default=120,
         kv_log=_KV_LINE_GROUPS, dense_dp_keeps_rank=True),
