@@ -25,7 +25,7 @@ from ansible_collections.vllm_pd.ascend.plugins.filter import pd_instances
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import port_group as pg
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_kv, bench_vllm
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_kv, bench_vllm, file_sd
 
 ENV_NAME = r'[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+'
 FLAG_WORD = re.compile(r"""['"](--[a-z][a-z0-9-]*)['"]""")
@@ -47,7 +47,6 @@ MOONCAKE_ENV = {
     'MC_MIN_RPC_PORT': 'Mooncake transfer engine: the low end of its RPC port range',
     'MC_MAX_RPC_PORT': 'Mooncake transfer engine: the high end of its RPC port range',
 }
-KV_LINE_HEAD = 'KV cache transfer for request'
 
 
 def _collection(path):
@@ -159,6 +158,8 @@ def test_help_lists_flags(upstream):
     lists = [a for a in ('--help', '--help=all') if '--contract-probe-flag' in _help(namespace, [a])]
     assert lists, 'neither --help nor --help=all lists the options'
     assert lists[0] == upstream.entry['cli_lists_flags']
+    # the benchmark (a module on the bench host) tries the release's option first
+    assert bench_vllm.HELP_OPTIONS[0] == upstream.entry['cli_lists_flags']
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -167,7 +168,9 @@ def test_help_lists_flags(upstream):
 def collection_engine_env(version):
     """The variables the collection sets or reads for the engine: the env file template's, and the names
     in the engine-env rules, the preflight's port rules, the start guard and the doctor."""
-    names = set(re.findall(r'^(%s)=' % ENV_NAME, _collection('roles/engine/templates/vllm-pd.env.j2'), re.M))
+    template = _collection('roles/engine/templates/vllm-pd.env.j2').replace(
+        '{{ __engine_upstream.host_ip_env }}', releases.runtime(version)['host_ip_env'])
+    names = set(re.findall(r'^(%s)=' % ENV_NAME, template, re.M))
     for path in ['plugins/module_utils/inventory/engine_env.py', 'plugins/module_utils/inventory/inventory_rules.py',
                  'plugins/module_utils/ports/port_free.py', 'plugins/module_utils/guard/start_guard.py'] + sorted(
                      str(p.relative_to(ROOT)) for p in (ROOT / 'plugins/module_utils/doctor').glob('doctor_*.py')):
@@ -427,7 +430,7 @@ def test_kv_log_line(upstream):
     for node in ast.walk(uc.parse(upstream.connector)):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-                and node.args[0].value.startswith(KV_LINE_HEAD)):
+                and node.args[0].value.startswith(upstream.entry['kv_log_grep'])):
             found.append((node.func.attr.upper(), node.args[0].value))
     assert len(found) == 1, found
     level, fmt = found[0]
@@ -462,7 +465,7 @@ def collection_metrics():
         walk(json.loads(path.read_text(encoding='utf-8')))
     doctor = uc.parse(ROOT / 'plugins/module_utils/doctor/doctor_metrics.py')
     for path in [ROOT / 'plugins/module_utils/doctor/doctor_metrics.py', ROOT / 'plugins/module_utils/verify/bench_kv.py'] \
-            + sorted(ROOT.glob('roles/*/files/probe_*.py')):
+            + sorted(ROOT.glob('roles/*/files/*.py')):
         for name in uc.str_constants(uc.parse(path), r'vllm:[a-z0-9_]+'):
             used.setdefault(name, path.name)
     for node in ast.walk(doctor):
@@ -638,7 +641,7 @@ def _state_class(tree):
     return None, None
 
 
-def _count_released_in_stream(tree):
+def _count_released_in_stream(tree, count_key):
     """Whether the proxy-global request count is given back inside the streamed body (after D answered) - else it
     is given back when the handler returns its StreamingResponse, after P answered. Follows calls and method names
     given as strings (0.23's runtime.schedule('finish_request', ...)) from the generator StreamingResponse streams."""
@@ -656,11 +659,11 @@ def _count_released_in_stream(tree):
 
     def decrements(node):
         if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Sub):
-            return getattr(node.target, 'attr', None) == 'request_num'
-        return (isinstance(node, ast.Assign) and getattr(node.targets[0], 'attr', None) == 'request_num'
+            return getattr(node.target, 'attr', None) == count_key
+        return (isinstance(node, ast.Assign) and getattr(node.targets[0], 'attr', None) == count_key
                 and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) for n in ast.walk(node.value)))
     releasing = {owner(n).name for n in ast.walk(tree) if decrements(n) and owner(n) is not None}
-    assert releasing, 'no decrement of request_num in the example proxy'
+    assert releasing, 'no decrement of %s in the example proxy' % count_key
     todo = [uc.call_name(a) for n in ast.walk(tree) if uc.call_name(n) == 'StreamingResponse' for a in n.args[:1]]
     seen = set()
     while todo:
@@ -675,7 +678,7 @@ def _count_released_in_stream(tree):
     return bool(seen & releasing)
 
 
-def proxy_membership(path):
+def proxy_membership(path, count_key):
     """(remove, readd) of the example proxy at PATH, by running its scheduling state class (imports stubbed):
     remove one of two prefill members while a request is counted, then add it again (as the probe's success
     does), and send one request. remove: 'immediate' (it is no longer listed), 'taint_until_idle' or
@@ -692,7 +695,7 @@ def proxy_membership(path):
             ns = uc.load_classes(path, [name, 'ServerRole'])
             role = next(r for r in ns['ServerRole'] if r.value == 'prefill')
             state = ns[name]([_MEMBER, _OTHER], [_DECODER])
-            state.request_num = 1
+            setattr(state, count_key, 1)
             state.remove_instances(role, [_MEMBER])
             listed = state.healthcheck()['prefill_instances'] == 2
             for host, port in [s.rsplit(':', 1) for s in state.add_instances(role, [_MEMBER])]:
@@ -705,7 +708,7 @@ def proxy_membership(path):
             ns.setdefault('logger', logging.getLogger('upstream-proxy'))  # 0.18.0 defines it in a try
             server = ns['ServerState']
             state = ns[name]([_MEMBER, _OTHER], [_DECODER])
-            state.request_num = 1
+            setattr(state, count_key, 1)
             state.remove_prefillers([server(*_MEMBER)])
             listed = server(*_MEMBER) in state.prefillers
             state.add_prefillers([server(*_MEMBER)])  # what add_instances does once the member answers
@@ -714,14 +717,14 @@ def proxy_membership(path):
     assert relisted, 'the example proxy does not list a member added again'
     if not listed:
         return 'immediate', 'add'
-    return ('taint_until_idle' if _count_released_in_stream(tree) else 'taint_while_prefill'), (
+    return ('taint_until_idle' if _count_released_in_stream(tree, count_key) else 'taint_while_prefill'), (
         'untaint' if picked else 'noop')
 
 
 def test_proxy_membership(upstream):
     """proxy_remove and proxy_readd are what the release's example proxy does (the rolling change's leave and join
     follow them: roles/proxy/files/proxy_member.py)."""
-    remove, readd = proxy_membership(upstream.proxy)
+    remove, readd = proxy_membership(upstream.proxy, upstream.entry['proxy_count_key'])
     assert (remove, readd) == (upstream.entry['proxy_remove'], upstream.entry['proxy_readd'])
     # the admin routes exist exactly where the proxy can remove a member
     assert ('/instances/remove' in upstream.entry['proxy_routes']) == (remove is not None)
@@ -851,3 +854,61 @@ def test_dense_dp_rank_rule(upstream):
     else:
         assert releases.dense_dp_keeps_rank(upstream.version, {}) is False
         assert releases.dense_dp_keeps_rank(upstream.version, {rule: '1'}) is True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# l. the literals the roles, plugins and host scripts talk to upstream with (read from the table at run time)
+
+ENGINE_ROUTES = ('/health', '/v1/models', '/metrics')
+
+
+def _get_ip_reads(vl):
+    """The variables vLLM's get_ip() reads (vllm/utils/network_utils.py, or vllm/utils/__init__.py before)."""
+    for path in [vl / 'vllm' / 'utils' / 'network_utils.py', vl / 'vllm' / 'utils' / '__init__.py']:
+        fn = _function(uc.parse(path), 'get_ip') if path.exists() else None
+        if fn is not None:
+            return _env_names(fn)
+    raise AssertionError('no get_ip in vLLM vllm/utils')
+
+
+def test_runtime_literals(upstream):
+    """The routes, keys, names and log line the roles read from the table (pd_release_facts newest=true) are the
+    release's: the proxy serves the routes, counts with the key, the connector logs the line, vLLM reads the host
+    variable, and the engine serves /health, /v1/models and /metrics."""
+    entry = upstream.entry
+    assert entry['host_ip_env'] in _get_ip_reads(upstream.vl)
+    assert entry['kv_log'].startswith(entry['kv_log_grep'] + ' %s')
+    flags, routes, keys, _imports = proxy_facts(upstream.proxy)
+    assert entry['proxy_health_route'] in routes
+    assert file_sd.PROXY_PATH == entry['proxy_health_route']  # the monitoring's blackbox probe of the proxies
+    if entry['proxy_remove'] is not None:
+        assert {entry['proxy_add_route'], entry['proxy_remove_route']} <= routes
+        counted = {n.attr for n in ast.walk(uc.parse(upstream.proxy)) if isinstance(n, ast.Attribute)}
+        # a proxy that taints counts requests in flight (0.13.0 drops a member at once and counts nothing)
+        assert (entry['proxy_count_key'] in counted) == entry['proxy_remove'].startswith('taint')
+        # proxy_member.py tells the 0.23 proxy (an add of a listed member is a no-op) by the count in /healthcheck
+        assert (entry['proxy_count_key'] in keys) == (entry['proxy_readd'] == 'noop')
+    served = _py_text(upstream.vl, 'vllm/entrypoints')
+    for route in ENGINE_ROUTES:
+        assert re.search(r"""["']%s["']""" % re.escape(route), served), route
+
+
+def test_proxy_member_script(upstream):
+    """roles/proxy/files/proxy_member.py (a host script: it runs with the proxy's Python, without the collection)
+    uses the table's proxy routes and count key and only metrics vLLM exports (test_metrics)."""
+    tree = uc.parse(ROOT / 'roles/proxy/files/proxy_member.py')
+    routes = uc.str_constants(tree, r'/[a-z_/.]+')
+    entry = upstream.entry
+    if entry['proxy_remove'] is None:
+        return
+    known = {entry['proxy_health_route'], entry['proxy_add_route'], entry['proxy_remove_route'], '/openapi.json'}
+    assert sorted(routes - known - set(ENGINE_ROUTES)) == []
+    assert {entry['proxy_health_route'], entry['proxy_add_route']} <= routes
+    read = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and uc.call_name(node.comparators[0]) == 'healthcheck':
+            read.add(node.left.value)
+        if (uc.call_name(node) == 'get' and uc.call_name(node.func.value) == 'healthcheck' and node.args
+                and isinstance(node.args[0], ast.Constant)):
+            read.add(node.args[0].value)
+    assert read == {entry['proxy_count_key']}

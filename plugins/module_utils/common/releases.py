@@ -40,11 +40,14 @@ _PROXY_PATH = 'examples/disaggregated_prefill_v1/load_balance_proxy_server_examp
 _PROXY_FLAGS = ('--host', '--port', '--prefiller-hosts', '--prefiller-ports', '--decoder-hosts',
                 '--decoder-ports', '--max-retries', '--retry-delay')
 _PROXY_WAIT_FLAGS = ('--max-waiting-retries', '--waiting-retry-interval')
-_PROXY_ROUTES = ('/v1/completions', '/v1/chat/completions', '/healthcheck')
-_ADMIN_ROUTES = ('/instances/add', '/instances/remove')
-_KV_LINE_TOOK = ('KV cache transfer for request %s took %.2f ms. '
+_PROXY_HEALTH = '/healthcheck'
+_PROXY_ROUTES = ('/v1/completions', '/v1/chat/completions', _PROXY_HEALTH)
+_ADMIN_ADD, _ADMIN_REMOVE = '/instances/add', '/instances/remove'
+_ADMIN_ROUTES = (_ADMIN_ADD, _ADMIN_REMOVE)
+_KV_LINE_HEAD = 'KV cache transfer for request'
+_KV_LINE_TOOK = (_KV_LINE_HEAD + ' %s took %.2f ms. '
                  'local_ip %s local_device_id %s remote_session_id %s')
-_KV_LINE_GROUPS = ('KV cache transfer for request %s took %.2f ms (%d groups, %d blocks). '
+_KV_LINE_GROUPS = (_KV_LINE_HEAD + ' %s took %.2f ms (%d groups, %d blocks). '
                    'local_ip %s local_device_id %s remote_session_id %s')
 _MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
 _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
@@ -53,6 +56,8 @@ _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 def _release(**facts):
     base = dict(
         connector='MooncakeConnectorV1',
+        # the variable vLLM's get_ip() reads: the address the engine binds and advertises (the env file sets it)
+        host_ip_env='VLLM_HOST_IP',
         # the version of the Mooncake wheel the release's image installs (None: built from source); its
         # mooncake-transfer-engine-non-cuda build (same Python code) is what scripts/fetch-upstream reads
         mooncake_wheel=None,
@@ -60,8 +65,17 @@ def _release(**facts):
         proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS,
         proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES,
         proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances'),
+        # the routes the roles call: the health probe and the admin add (an add of no instance lists the members)
+        proxy_health_route=_PROXY_HEALTH,
+        proxy_add_route=_ADMIN_ADD,
+        proxy_remove_route=_ADMIN_REMOVE,
+        # the proxy-global count of requests in flight (an attribute of its state; a /healthcheck key where listed)
+        proxy_count_key='request_num',
+        # the option of `vllm serve` / `vllm bench serve` that lists every flag
         cli_lists_flags='--help=all',
         kv_log_level='INFO',
+        # the start of the KV transfer line, what the doctor, the benchmark and the smoke grep the journal for
+        kv_log_grep=_KV_LINE_HEAD,
         metrics=_METRICS_COMMON,
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
@@ -202,6 +216,16 @@ def find(version):
     if key in RELEASES:
         return RELEASES[key]
     return RELEASES.get(base_release(key))
+
+
+def runtime(version):
+    """The facts the roles and plugins talk to upstream with for VERSION: its entry, else (no version, a version
+    the table does not know or cannot parse) the newest supported release's."""
+    try:
+        entry = find(version) if version else None
+    except ValueError:
+        entry = None
+    return entry or RELEASES[supported_versions()[0]]
 
 
 def supported_versions():
