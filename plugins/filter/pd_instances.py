@@ -200,8 +200,8 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
                          "vllm-ascend release runs each DP rank of a dense model as an independent engine with "
                          "data_parallel_rank 0, so all of them would bind kv_port .. kv_port+%d (Address already in use). "
                          "Fix: list the ranks in vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), "
-                         "set VLLM_ASCEND_BALANCE_SCHEDULING: \"1\" in vllm_pd_engine_env (vllm-ascend 0.18.0: each rank "
-                         "keeps its rank), or set vllm_pd_model_kind: moe if the model is MoE" % (dp, width - 1))
+                         "set VLLM_ASCEND_BALANCE_SCHEDULING: \"1\" in vllm_pd_engine_env (vllm-ascend 0.18.0 and 0.23: each "
+                         "rank keeps its rank), or set vllm_pd_model_kind: moe if the model is MoE" % (dp, width - 1))
     slots = [[r] for r in ranks] if ranks else [list(range(dp))]
     served = sum(len(s) for s in slots)
     npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(width * served))

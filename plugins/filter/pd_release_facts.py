@@ -12,11 +12,17 @@ version_added: "1.1.0"
 description:
   - Returns the entry of the release table (plugins/module_utils/common/releases.py) for a vllm-ascend version,
     looked up by its exact release, else its base release; an empty dict for an empty or unknown version.
+  - With O(newest=true), an empty, unknown or malformed version gives the newest supported release's facts: the
+    routes, keys, names and log lines the roles talk to upstream with, defined once in the table.
 options:
   _input:
     description: The vllm-ascend version, e.g. V(0.23.0.post1) or V(v0.18.0); empty for none.
     type: str
     required: true
+  newest:
+    description: Fall back to the newest supported release instead of an empty dict (and of an error).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -36,7 +42,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 
 
-def pd_release_facts(version):
+def pd_release_facts(version, newest=False):
+    if newest:
+        return dict(releases.runtime(str(version) if version else ''))
     if not version:
         return {}
     try:

@@ -7,11 +7,12 @@ few pieces of pure-argparse code are executed on their own.
 """
 import ast
 import contextlib
-import inspect
 import io
 import json
+import logging
 import re
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from ansible_collections.vllm_pd.ascend.plugins.filter import pd_instances
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import port_group as pg
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_kv, bench_vllm
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import bench_kv, bench_vllm, file_sd
 
 ENV_NAME = r'[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+'
 FLAG_WORD = re.compile(r"""['"](--[a-z][a-z0-9-]*)['"]""")
@@ -46,7 +47,6 @@ MOONCAKE_ENV = {
     'MC_MIN_RPC_PORT': 'Mooncake transfer engine: the low end of its RPC port range',
     'MC_MAX_RPC_PORT': 'Mooncake transfer engine: the high end of its RPC port range',
 }
-KV_LINE_HEAD = 'KV cache transfer for request'
 
 
 def _collection(path):
@@ -69,10 +69,9 @@ def _quoted_env_names(tree_root, subdir):
 
 def _plans(entry, **kwargs):
     """The collection's instance plans of a prefill side (tp 2, DP 4, external ranks 1 and 2) for each parallel
-    layout the release allows (table port_terms/pp_pcp), where the planner takes pipeline/context sizes."""
-    accepts = 'pp_size' in inspect.signature(pd_instances.engine_instances).parameters
-    layouts = [(1, 1)] + ([(2, 1)] if accepts and 'pp' in entry['port_terms'] else []) + (
-        [(1, 2)] if accepts and 'pcp' in entry['port_terms'] else [])
+    layout the release allows (table port_terms)."""
+    layouts = [(1, 1)] + ([(2, 1)] if 'pp' in entry['port_terms'] else []) + (
+        [(1, 2)] if 'pcp' in entry['port_terms'] else [])
     for pp, pcp in layouts:
         sizes = dict(pp_size=pp, pcp_size=pcp) if (pp, pcp) != (1, 1) else {}
         yield pd_instances.engine_instances(**dict(dict(kind='prefill', tp_size=2, dp_size=4, dp_ranks=[1, 2],
@@ -159,6 +158,8 @@ def test_help_lists_flags(upstream):
     lists = [a for a in ('--help', '--help=all') if '--contract-probe-flag' in _help(namespace, [a])]
     assert lists, 'neither --help nor --help=all lists the options'
     assert lists[0] == upstream.entry['cli_lists_flags']
+    # the benchmark (a module on the bench host) tries the release's option first
+    assert bench_vllm.HELP_OPTIONS[0] == upstream.entry['cli_lists_flags']
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -167,7 +168,9 @@ def test_help_lists_flags(upstream):
 def collection_engine_env(version):
     """The variables the collection sets or reads for the engine: the env file template's, and the names
     in the engine-env rules, the preflight's port rules, the start guard and the doctor."""
-    names = set(re.findall(r'^(%s)=' % ENV_NAME, _collection('roles/engine/templates/vllm-pd.env.j2'), re.M))
+    template = _collection('roles/engine/templates/vllm-pd.env.j2').replace(
+        '{{ __engine_upstream.host_ip_env }}', releases.runtime(version)['host_ip_env'])
+    names = set(re.findall(r'^(%s)=' % ENV_NAME, template, re.M))
     for path in ['plugins/module_utils/inventory/engine_env.py', 'plugins/module_utils/inventory/inventory_rules.py',
                  'plugins/module_utils/ports/port_free.py', 'plugins/module_utils/guard/start_guard.py'] + sorted(
                      str(p.relative_to(ROOT)) for p in (ROOT / 'plugins/module_utils/doctor').glob('doctor_*.py')):
@@ -345,11 +348,6 @@ def _reads(exprs, **sizes):
 
 
 def _collection_group(kv_port, tp, pp, pcp, dp_rank):
-    params = inspect.signature(pg.port_group).parameters
-    if 'pp_size' not in params or 'pcp_size' not in params:
-        if pp * pcp > 1:
-            pytest.xfail('pp/pcp not threaded yet')
-        return pg.port_group(kv_port, tp_size=tp, dp_rank_start=dp_rank, dp_size_local=1)
     return pg.port_group(kv_port, tp_size=tp, pp_size=pp, pcp_size=pcp, dp_rank_start=dp_rank, dp_size_local=1)
 
 
@@ -369,7 +367,6 @@ def test_port_formula(upstream):
     if entry['pp_pcp'] != 'both':
         sizes = [(pp, pcp) for pp, pcp in sizes if pp == 1 or pcp == 1]
     kv_port = 30000
-    planner_sizes = 'pp_size' in inspect.signature(pd_instances.engine_instances).parameters
     for tp in range(1, 9):
         plan = pd_instances.engine_instances('prefill', tp, 4, [], 8100, None, 'h', 'systemd', 'podman', '', kv_port, 'moe')
         assert sorted(pd_instances.group_ports(plan[0])) == sorted(
@@ -381,10 +378,9 @@ def test_port_formula(upstream):
             for pp, pcp in sizes:
                 want = upstream_ports(exprs, kv_port, tp, pp, pcp, dp_rank)
                 assert sorted(_collection_group(kv_port, tp, pp, pcp, dp_rank)) == sorted(want), (tp, pp, pcp, dp_rank)
-                if planner_sizes:
-                    ext = pd_instances.engine_instances('prefill', tp, 4, [dp_rank], kv_port=kv_port, model_kind='moe',
-                                                        pp_size=pp, pcp_size=pcp)[0]
-                    assert sorted(pd_instances.group_ports(ext)) == sorted(want), (tp, pp, pcp, dp_rank)
+                ext = pd_instances.engine_instances('prefill', tp, 4, [dp_rank], kv_port=kv_port, model_kind='moe',
+                                                    pp_size=pp, pcp_size=pcp)[0]
+                assert sorted(pd_instances.group_ports(ext)) == sorted(want), (tp, pp, pcp, dp_rank)
                 # the worker's own handshake port is one of its sender's
                 me = uc.Strict('self', pp_rank=pp - 1, pcp_rank=pcp - 1, tp_rank=tp - 1, tp_size=tp, pp_size=pp,
                                pcp_size=pcp, prefill_tp_size=tp, _prefill_tp_size=tp)
@@ -434,7 +430,7 @@ def test_kv_log_line(upstream):
     for node in ast.walk(uc.parse(upstream.connector)):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-                and node.args[0].value.startswith(KV_LINE_HEAD)):
+                and node.args[0].value.startswith(upstream.entry['kv_log_grep'])):
             found.append((node.func.attr.upper(), node.args[0].value))
     assert len(found) == 1, found
     level, fmt = found[0]
@@ -469,7 +465,7 @@ def collection_metrics():
         walk(json.loads(path.read_text(encoding='utf-8')))
     doctor = uc.parse(ROOT / 'plugins/module_utils/doctor/doctor_metrics.py')
     for path in [ROOT / 'plugins/module_utils/doctor/doctor_metrics.py', ROOT / 'plugins/module_utils/verify/bench_kv.py'] \
-            + sorted(ROOT.glob('roles/*/files/probe_*.py')):
+            + sorted(ROOT.glob('roles/*/files/*.py')):
         for name in uc.str_constants(uc.parse(path), r'vllm:[a-z0-9_]+'):
             used.setdefault(name, path.name)
     for node in ast.walk(doctor):
@@ -622,3 +618,297 @@ def test_image_pins(upstream):
     row = next((r for r in rows if r), None)
     assert row, 'vllm-ascend %s has no row in the versioning policy' % upstream.version
     assert row.groups() == tuple(upstream.entry['python'])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# k. run-time facts of the table: the proxy's membership changes and Python, the dense DP rank rule
+
+_MEMBER = ('10.0.0.1', 8100)
+_OTHER = ('10.0.0.2', 8100)
+_DECODER = ('10.0.0.3', 8200)
+
+
+def _state_class(tree):
+    """The example proxy's scheduling state class and its API shape: 'role' (remove_instances(role, [(host, port)]),
+    0.23), 'kind' (remove_prefillers([ServerState]), 0.13-0.18), or (None, None) when it has no remove."""
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef):
+            methods = {f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            if 'remove_instances' in methods:
+                return cls.name, 'role'
+            if 'remove_prefillers' in methods:
+                return cls.name, 'kind'
+    return None, None
+
+
+def _count_released_in_stream(tree, count_key):
+    """Whether the proxy-global request count is given back inside the streamed body (after D answered) - else it
+    is given back when the handler returns its StreamingResponse, after P answered. Follows calls and method names
+    given as strings (0.23's runtime.schedule('finish_request', ...)) from the generator StreamingResponse streams."""
+    up = uc.parents(tree)
+    functions = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.setdefault(fn.name, fn)
+
+    def owner(node):
+        node = up.get(node)
+        while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = up.get(node)
+        return node
+
+    def decrements(node):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Sub):
+            return getattr(node.target, 'attr', None) == count_key
+        return (isinstance(node, ast.Assign) and getattr(node.targets[0], 'attr', None) == count_key
+                and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) for n in ast.walk(node.value)))
+    releasing = {owner(n).name for n in ast.walk(tree) if decrements(n) and owner(n) is not None}
+    assert releasing, 'no decrement of %s in the example proxy' % count_key
+    todo = [uc.call_name(a) for n in ast.walk(tree) if uc.call_name(n) == 'StreamingResponse' for a in n.args[:1]]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in functions:
+            continue
+        seen.add(name)
+        for n in ast.walk(functions[name]):
+            ref = uc.call_name(n) or (n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else None)
+            if ref in functions:
+                todo.append(ref)
+    return bool(seen & releasing)
+
+
+def proxy_membership(path, count_key):
+    """(remove, readd) of the example proxy at PATH, by running its scheduling state class (imports stubbed):
+    remove one of two prefill members while a request is counted, then add it again (as the probe's success
+    does), and send one request. remove: 'immediate' (it is no longer listed), 'taint_until_idle' or
+    'taint_while_prefill' (still listed until the count is 0; the count covers the D stream or only P), None (no
+    remove). readd: 'add' (a dropped member is listed again), 'untaint' (the re-added member takes the request),
+    'noop' (the other member takes it: the re-added one stays tainted), None."""
+    tree = uc.parse(path)
+    name, shape = _state_class(tree)
+    if shape is None:
+        return None, None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        if shape == 'role':
+            ns = uc.load_classes(path, [name, 'ServerRole'])
+            role = next(r for r in ns['ServerRole'] if r.value == 'prefill')
+            state = ns[name]([_MEMBER, _OTHER], [_DECODER])
+            setattr(state, count_key, 1)
+            state.remove_instances(role, [_MEMBER])
+            listed = state.healthcheck()['prefill_instances'] == 2
+            for host, port in [s.rsplit(':', 1) for s in state.add_instances(role, [_MEMBER])]:
+                state.activate_waiting_instance(role, host, int(port))  # the waiting probe succeeded
+            relisted = state.healthcheck()['prefill_instances'] == 2
+            picked = state.begin_request(1.0)['key'].startswith(_MEMBER[0])
+        else:
+            ns = uc.load_classes(path, [name, 'ServerState'])
+            ns['NodeListener'] = lambda proxy: types.SimpleNamespace(waiting_nodes={})  # no probe thread
+            ns.setdefault('logger', logging.getLogger('upstream-proxy'))  # 0.18.0 defines it in a try
+            server = ns['ServerState']
+            state = ns[name]([_MEMBER, _OTHER], [_DECODER])
+            setattr(state, count_key, 1)
+            state.remove_prefillers([server(*_MEMBER)])
+            listed = server(*_MEMBER) in state.prefillers
+            state.add_prefillers([server(*_MEMBER)])  # what add_instances does once the member answers
+            relisted = server(*_MEMBER) in state.prefillers
+            picked = state.prefillers[state.select_prefiller(1)] == server(*_MEMBER)
+    assert relisted, 'the example proxy does not list a member added again'
+    if not listed:
+        return 'immediate', 'add'
+    return ('taint_until_idle' if _count_released_in_stream(tree, count_key) else 'taint_while_prefill'), (
+        'untaint' if picked else 'noop')
+
+
+def test_proxy_membership(upstream):
+    """proxy_remove and proxy_readd are what the release's example proxy does (the rolling change's leave and join
+    follow them: roles/proxy/files/proxy_member.py)."""
+    remove, readd = proxy_membership(upstream.proxy, upstream.entry['proxy_count_key'])
+    assert (remove, readd) == (upstream.entry['proxy_remove'], upstream.entry['proxy_readd'])
+    # the admin routes exist exactly where the proxy can remove a member
+    assert ('/instances/remove' in upstream.entry['proxy_routes']) == (remove is not None)
+
+
+_ANNOTATION_GENERICS = {'list', 'dict', 'tuple', 'set', 'frozenset', 'type'}
+
+
+def proxy_min_python(path):
+    """The oldest Python 3 (X.Y) that runs the script at PATH: the oldest grammar that parses it, raised to 3.9 for
+    a builtin generic (list[int]) and to 3.10 for a union (int | None) in an annotation evaluated at run time (no
+    `from __future__ import annotations`). 3.7 at least: every release's proxy calls asyncio.create_task."""
+    text = Path(path).read_text(encoding='utf-8')
+    assert 'asyncio.create_task(' in text, 'the 3.7 floor (asyncio.create_task) no longer holds for %s' % path
+    minor = next(m for m in range(7, sys.version_info[1] + 1) if _parses(text, m))
+    tree = ast.parse(text)
+    lazy = any(isinstance(n, ast.ImportFrom) and n.module == '__future__' and any(a.name == 'annotations' for a in n.names)
+               for n in tree.body)
+    if not lazy:
+        annotations = [n.annotation for n in ast.walk(tree) if isinstance(n, (ast.arg, ast.AnnAssign)) and n.annotation]
+        annotations += [n.returns for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.returns]
+        for ann in annotations:
+            for n in ast.walk(ann):
+                if isinstance(n, ast.Subscript) and getattr(n.value, 'id', None) in _ANNOTATION_GENERICS:
+                    minor = max(minor, 9)
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr):
+                    minor = max(minor, 10)
+    return '3.%d' % minor
+
+
+def _parses(text, minor):
+    try:
+        ast.parse(text, feature_version=(3, minor))
+    except SyntaxError:
+        return False
+    return True
+
+
+def test_proxy_python(upstream):
+    """proxy_python (the preflight's ProxyPythonUnfit floor) is the oldest Python the release's example proxy runs on."""
+    assert proxy_min_python(upstream.proxy) == upstream.entry['proxy_python']
+
+
+def _function(tree, name):
+    return next((f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name), None)
+
+
+def _assigns_rank(fn, value):
+    """Whether FN assigns parallel_config.data_parallel_rank = VALUE (a constant, or the name dp_rank)."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], 'attr', None) == 'data_parallel_rank':
+            if (isinstance(value, int) and isinstance(n.value, ast.Constant) and n.value.value == value) or (
+                    isinstance(value, str) and getattr(n.value, 'id', None) == value):
+                return True
+    return False
+
+
+def _resets_dense_rank(fn):
+    """Whether the engine core launcher FN sets a non-MoE engine's DP rank to 0 (an `is_moe` test whose other branch
+    assigns data_parallel_rank = 0)."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.If) and 'is_moe' in ast.unparse(n.test):
+            return any(_assigns_rank(s, 0) for s in n.orelse)
+    return False
+
+
+def _env_names(fn):
+    """The environment variables FN reads by name (os.getenv / os.environ.get / envs.NAME)."""
+    names = set()
+    for n in ast.walk(fn):
+        if uc.call_name(n) in ('getenv', 'get') and n.args and isinstance(n.args[0], ast.Constant):
+            if re.fullmatch(ENV_NAME, str(n.args[0].value)):
+                names.add(n.args[0].value)
+        if isinstance(n, ast.Attribute) and re.fullmatch(ENV_NAME, n.attr) and getattr(n.value, 'id', '').endswith('envs'):
+            names.add(n.attr)
+    return names
+
+
+def dense_dp_rule(up):
+    """The dense DP rank rule of a release, as the table spells it, from its source: True when vLLM's launcher keeps
+    every DP rank, or a vllm-ascend patch replaces it with one that does unconditionally; the name of the variable
+    that gates such a patch (its import in the patch package, or the launcher's early fallback to vLLM's); else
+    False (vLLM resets a non-MoE rank to 0)."""
+    vllm_fn = _function(uc.parse(up.vl / 'vllm' / 'v1' / 'engine' / 'core.py'), 'run_engine_core')
+    assert vllm_fn is not None, 'no run_engine_core in vLLM %s v1/engine/core.py' % up.entry['vllm']
+    if not _resets_dense_rank(vllm_fn):
+        assert _assigns_rank(vllm_fn, 'dp_rank'), 'vLLM %s run_engine_core sets no DP rank' % up.entry['vllm']
+        return True
+    patch_root = up.va / 'vllm_ascend' / 'patch'
+    rules = []
+    for path in sorted(patch_root.rglob('*.py')):
+        tree = uc.parse(path)
+        replaces = any(isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == 'EngineCoreProc.run_engine_core'
+                       for n in tree.body)
+        fn = _function(tree, 'run_engine_core')
+        if not replaces or fn is None or _resets_dense_rank(fn) or not _assigns_rank(fn, 'dp_rank'):
+            continue
+        module = '.'.join(path.relative_to(up.va).with_suffix('').parts)
+        gates = set()
+        # imported under `if <env>` in its package
+        init = uc.parse(path.parent / '__init__.py')
+        for node in ast.walk(init):
+            if isinstance(node, ast.If) and any(isinstance(i, ast.Import) and any(a.name == module for a in i.names)
+                                                for i in ast.walk(node)):
+                gates |= _env_names(node.test) or {'?' + ast.unparse(node.test)}
+        imported = any(isinstance(i, ast.Import) and any(a.name == module for a in i.names) for i in ast.walk(init))
+        if not imported:
+            continue
+        # an early fallback to vLLM's launcher unless a gate function says yes
+        for node in fn.body:
+            if (isinstance(node, ast.If) and isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
+                    and any(isinstance(s, ast.Return) for s in node.body)):
+                gate = _function(tree, uc.call_name(node.test.operand))
+                gates |= (_env_names(gate) if gate else set()) or {'?' + ast.unparse(node.test)}
+        rules.append(True if not gates else ','.join(sorted(gates)))
+    assert len(rules) <= 1, 'several vllm-ascend patches replace run_engine_core: %s' % rules
+    return rules[0] if rules else False
+
+
+def test_dense_dp_rank_rule(upstream):
+    """dense_dp_keeps_rank (the plan's dense DP ports, pd_instances dense_keeps_rank) is the release's rule, and
+    releases.dense_dp_keeps_rank applies it to an engine environment with and without the gate."""
+    rule = dense_dp_rule(upstream)
+    assert rule == upstream.entry['dense_dp_keeps_rank']
+    if isinstance(rule, bool):
+        assert releases.dense_dp_keeps_rank(upstream.version, {}) is rule
+    else:
+        assert releases.dense_dp_keeps_rank(upstream.version, {}) is False
+        assert releases.dense_dp_keeps_rank(upstream.version, {rule: '1'}) is True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# l. the literals the roles, plugins and host scripts talk to upstream with (read from the table at run time)
+
+ENGINE_ROUTES = ('/health', '/v1/models', '/metrics')
+
+
+def _get_ip_reads(vl):
+    """The variables vLLM's get_ip() reads (vllm/utils/network_utils.py, or vllm/utils/__init__.py before)."""
+    for path in [vl / 'vllm' / 'utils' / 'network_utils.py', vl / 'vllm' / 'utils' / '__init__.py']:
+        fn = _function(uc.parse(path), 'get_ip') if path.exists() else None
+        if fn is not None:
+            return _env_names(fn)
+    raise AssertionError('no get_ip in vLLM vllm/utils')
+
+
+def test_runtime_literals(upstream):
+    """The routes, keys, names and log line the roles read from the table (pd_release_facts newest=true) are the
+    release's: the proxy serves the routes, counts with the key, the connector logs the line, vLLM reads the host
+    variable, and the engine serves /health, /v1/models and /metrics."""
+    entry = upstream.entry
+    assert entry['host_ip_env'] in _get_ip_reads(upstream.vl)
+    assert entry['kv_log'].startswith(entry['kv_log_grep'] + ' %s')
+    flags, routes, keys, _imports = proxy_facts(upstream.proxy)
+    assert entry['proxy_health_route'] in routes
+    assert file_sd.PROXY_PATH == entry['proxy_health_route']  # the monitoring's blackbox probe of the proxies
+    if entry['proxy_remove'] is not None:
+        assert {entry['proxy_add_route'], entry['proxy_remove_route']} <= routes
+        counted = {n.attr for n in ast.walk(uc.parse(upstream.proxy)) if isinstance(n, ast.Attribute)}
+        # a proxy that taints counts requests in flight (0.13.0 drops a member at once and counts nothing)
+        assert (entry['proxy_count_key'] in counted) == entry['proxy_remove'].startswith('taint')
+        # proxy_member.py tells the 0.23 proxy (an add of a listed member is a no-op) by the count in /healthcheck
+        assert (entry['proxy_count_key'] in keys) == (entry['proxy_readd'] == 'noop')
+    served = _py_text(upstream.vl, 'vllm/entrypoints')
+    for route in ENGINE_ROUTES:
+        assert re.search(r"""["']%s["']""" % re.escape(route), served), route
+
+
+def test_proxy_member_script(upstream):
+    """roles/proxy/files/proxy_member.py (a host script: it runs with the proxy's Python, without the collection)
+    uses the table's proxy routes and count key and only metrics vLLM exports (test_metrics)."""
+    tree = uc.parse(ROOT / 'roles/proxy/files/proxy_member.py')
+    routes = uc.str_constants(tree, r'/[a-z_/.]+')
+    entry = upstream.entry
+    if entry['proxy_remove'] is None:
+        return
+    known = {entry['proxy_health_route'], entry['proxy_add_route'], entry['proxy_remove_route'], '/openapi.json'}
+    assert sorted(routes - known - set(ENGINE_ROUTES)) == []
+    assert {entry['proxy_health_route'], entry['proxy_add_route']} <= routes
+    read = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and uc.call_name(node.comparators[0]) == 'healthcheck':
+            read.add(node.left.value)
+        if (uc.call_name(node) == 'get' and uc.call_name(node.func.value) == 'healthcheck' and node.args
+                and isinstance(node.args[0], ast.Constant)):
+            read.add(node.args[0].value)
+    assert read == {entry['proxy_count_key']}

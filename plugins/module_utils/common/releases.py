@@ -40,11 +40,14 @@ _PROXY_PATH = 'examples/disaggregated_prefill_v1/load_balance_proxy_server_examp
 _PROXY_FLAGS = ('--host', '--port', '--prefiller-hosts', '--prefiller-ports', '--decoder-hosts',
                 '--decoder-ports', '--max-retries', '--retry-delay')
 _PROXY_WAIT_FLAGS = ('--max-waiting-retries', '--waiting-retry-interval')
-_PROXY_ROUTES = ('/v1/completions', '/v1/chat/completions', '/healthcheck')
-_ADMIN_ROUTES = ('/instances/add', '/instances/remove')
-_KV_LINE_TOOK = ('KV cache transfer for request %s took %.2f ms. '
+_PROXY_HEALTH = '/healthcheck'
+_PROXY_ROUTES = ('/v1/completions', '/v1/chat/completions', _PROXY_HEALTH)
+_ADMIN_ADD, _ADMIN_REMOVE = '/instances/add', '/instances/remove'
+_ADMIN_ROUTES = (_ADMIN_ADD, _ADMIN_REMOVE)
+_KV_LINE_HEAD = 'KV cache transfer for request'
+_KV_LINE_TOOK = (_KV_LINE_HEAD + ' %s took %.2f ms. '
                  'local_ip %s local_device_id %s remote_session_id %s')
-_KV_LINE_GROUPS = ('KV cache transfer for request %s took %.2f ms (%d groups, %d blocks). '
+_KV_LINE_GROUPS = (_KV_LINE_HEAD + ' %s took %.2f ms (%d groups, %d blocks). '
                    'local_ip %s local_device_id %s remote_session_id %s')
 _MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
 _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
@@ -53,6 +56,8 @@ _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 def _release(**facts):
     base = dict(
         connector='MooncakeConnectorV1',
+        # the variable vLLM's get_ip() reads: the address the engine binds and advertises (the env file sets it)
+        host_ip_env='VLLM_HOST_IP',
         # the version of the Mooncake wheel the release's image installs (None: built from source); its
         # mooncake-transfer-engine-non-cuda build (same Python code) is what scripts/fetch-upstream reads
         mooncake_wheel=None,
@@ -60,8 +65,17 @@ def _release(**facts):
         proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS,
         proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES,
         proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances'),
+        # the routes the roles call: the health probe and the admin add (an add of no instance lists the members)
+        proxy_health_route=_PROXY_HEALTH,
+        proxy_add_route=_ADMIN_ADD,
+        proxy_remove_route=_ADMIN_REMOVE,
+        # the proxy-global count of requests in flight (an attribute of its state; a /healthcheck key where listed)
+        proxy_count_key='request_num',
+        # the option of `vllm serve` / `vllm bench serve` that lists every flag
         cli_lists_flags='--help=all',
         kv_log_level='INFO',
+        # the start of the KV transfer line, what the doctor, the benchmark and the smoke grep the journal for
+        kv_log_grep=_KV_LINE_HEAD,
         metrics=_METRICS_COMMON,
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
@@ -83,7 +97,7 @@ _V023 = _release(
     proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES + ('/reset_prefix_cache',),
     proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances', 'request_num'),
     shutdown_timeout=True, abort_env='VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT', abort_default=480,
-    kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank=True)
+    kv_log=_KV_LINE_TOOK, dense_dp_keeps_rank='VLLM_ASCEND_BALANCE_SCHEDULING')
 
 
 # status: 'supported' - deployed and checked; 'refused' - UnsupportedRelease names `reason`.
@@ -96,7 +110,12 @@ _V023 = _release(
 # proxy_readd: what an add of a listed, tainted member does - 'noop' (stays tainted), 'untaint'.
 # dense_dp_keeps_rank: whether each DP rank of a dense (non-MoE) model keeps its data_parallel_rank (so binds
 #   kv_port + rank*tp*pp*pcp as MoE does): True, False (vLLM resets it to 0), or the name of the engine
-#   environment variable that makes it True when set to 1.
+#   environment variable that makes it True when set to 1 (0.23: the balance-scheduling patch is always imported,
+#   but its launcher falls back to vLLM's unless balance scheduling is on; its additional_config switch
+#   enable_balance_scheduling is not read here, so the plan may refuse a dense internal DP it would run).
+# proxy_python: the oldest Python the example proxy itself runs on (its grammar and annotations evaluated at
+#   run time; 3.7 at least, asyncio.create_task); a proxy that imports vllm.logger needs vLLM's Python too.
+# All these are checked against the release's own source by tests/contract (section k).
 RELEASES = {
     '0.23.0.post1': _V023,
     '0.23.0': _V023,
@@ -113,7 +132,7 @@ RELEASES = {
                'other members fail during any membership change, and it imports vLLM itself',
         vllm='0.13.0', mooncake='0.3.7.post2', cann='8.5.0', python=('3.10', '3.12'),
         connector_module=_MCV_OLD, port_terms=('tp', 'pp', 'pcp'), pp_pcp='exclusive',
-        proxy_python='3.8', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
+        proxy_python='3.7', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
         proxy_remove='immediate', proxy_readd='add',
         shutdown_timeout=False, abort_env='VLLM_NIXL_ABORT_REQUEST_TIMEOUT', abort_default=480,
         kv_log=_KV_LINE_GROUPS, dense_dp_keeps_rank=True),
@@ -126,7 +145,7 @@ RELEASES = {
         proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES,
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'decode.tp_size', 'decode.dp_size', 'use_ascend_direct'),
         bench_result_missing=('failed',),
-        proxy_python='3.8', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
+        proxy_python='3.7', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
         proxy_remove=None, proxy_readd=None,
         shutdown_timeout=False, abort_env='VLLM_NIXL_ABORT_REQUEST_TIMEOUT', abort_default=120,
         kv_log=_KV_LINE_GROUPS, dense_dp_keeps_rank=True),
@@ -197,6 +216,16 @@ def find(version):
     if key in RELEASES:
         return RELEASES[key]
     return RELEASES.get(base_release(key))
+
+
+def runtime(version):
+    """The facts the roles and plugins talk to upstream with for VERSION: its entry, else (no version, a version
+    the table does not know or cannot parse) the newest supported release's."""
+    try:
+        entry = find(version) if version else None
+    except ValueError:
+        entry = None
+    return entry or RELEASES[supported_versions()[0]]
 
 
 def supported_versions():

@@ -34,6 +34,7 @@ def test_an_unknown_release_behaves_as_the_newest_supported_one():
 
 
 def test_the_dense_dp_rank_follows_the_release_and_its_environment():
-    assert release.dense_keeps_rank(release.facts("0.23.0.post1"), {}) is True
+    assert release.dense_keeps_rank(release.facts("0.23.0.post1"), {}) is False
+    assert release.dense_keeps_rank(release.facts("0.13.0"), {}) is True
     assert release.dense_keeps_rank(release.facts("0.18.0"), {}) is False
     assert release.dense_keeps_rank(release.facts("0.18.0"), {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}) is True

@@ -100,7 +100,7 @@ def test_dense_internal_dp_on_prefill_is_refused_naming_the_fix():
 
 
 @pytest.mark.parametrize("version, env", [
-    ("0.23.0.post1", {}), ("0.13.0", {}), ("0.18.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}),
+    ("0.23.0.post1", {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}), ("0.13.0", {}), ("0.18.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}),
 ])
 def test_dense_internal_dp_on_prefill_gets_the_moe_plan_where_the_release_keeps_the_rank(version, env):
     keeps = R.dense_dp_keeps_rank(version, env)

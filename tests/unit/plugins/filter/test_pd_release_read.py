@@ -76,5 +76,6 @@ def test_a_python_without_vllm_ascend_and_a_binary_that_is_none_are_refused_by_n
 
 
 def test_dense_keeps_rank_filter_tolerates_what_is_no_version():
-    assert pd_dense_keeps_rank('0.23.0.post1') is True
+    assert pd_dense_keeps_rank('0.13.0') is True and pd_dense_keeps_rank('0.23.0.post1') is False
+    assert pd_dense_keeps_rank('0.23.0.post1', {'VLLM_ASCEND_BALANCE_SCHEDULING': '1'}) is True
     assert pd_dense_keeps_rank('latest') is False and pd_dense_keeps_rank('') is False

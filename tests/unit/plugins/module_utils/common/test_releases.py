@@ -87,7 +87,7 @@ def test_the_inventory_release_is_compared_with_the_installed_one():
 
 
 @pytest.mark.parametrize("version, env, keeps", [
-    ("0.23.0.post1", {}, True), ("0.23.0", {}, True), ("0.13.0", {}, True), ("0.11.0", {}, True),
+    ("0.23.0.post1", {}, False), ("0.23.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}, True), ("0.13.0", {}, True), ("0.11.0", {}, True),
     ("0.18.0", {}, False), ("0.18.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}, True),
     ("0.18.0", {"VLLM_ASCEND_BALANCE_SCHEDULING": "0"}, False), ("", {}, False), ("0.99.0", {}, False),
 ])
