@@ -264,8 +264,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import params as P
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findings import diagnose
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host import (
-    addresses_of, parse_default_route, parse_ip_addr, parse_link_mtu, parse_route_get,
+    addresses_of, parse_default_route, parse_link_mtu, parse_route_get,
 )
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.ip_addr import parse_ip_addr
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_inspect import (
     PROC, Host, inspect_engine, inspect_peer, inspect_proxy,
 )
@@ -278,7 +279,8 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.zmtp import 
 def run_inspect(module):
     p = module.params
     host = Host(module)
-    addrs = parse_ip_addr(host.ip('addr', 'show') or '')
+    # the preflight's reader (VLLM_HOST_IP is resolved from it), in the fields this module returns
+    addrs = [dict((k, a[k]) for k in ('ifname', 'family', 'address', 'prefix')) for a in parse_ip_addr(host.ip('addr', 'show') or '')]
     mtus = parse_link_mtu(host.ip('link', 'show') or '')
     dev = parse_default_route(host.ip('route', 'show', 'default') or '')
     src = (addresses_of(addrs, dev) or [None])[0] if dev else None

@@ -8,7 +8,9 @@ the Mooncake it is built with) and is asserted against that source by tests/cont
 scripts/fetch-upstream and cached). shared/docs/upstream-compat.md has the file and line of each.
 
 Versions compare as PEP 440 versions: ``0.23.0.post1`` is a 0.23.0 for the CANN check, ``v0.18.0`` and
-``0.18.0`` are the same release. The table is keyed by the exact release pip installs; a version that is
+``0.18.0`` are the same release. parse_version is the collection's one version parser: the release table,
+the inventory's vllm_pd_vllm_ascend_version rule and the abort-timeout name (inventory/engine_env.py) all read
+versions with it; a release has at least two numbers (``18`` is none). The table is keyed by the exact release pip installs; a version that is
 not a key is looked up by its base release (``find``) only where a fact does not depend on the post
 release (the CANN it is built with).
 """
@@ -18,8 +20,8 @@ __metaclass__ = type
 
 import re
 
-# PEP 440 subset that vllm-ascend and vLLM releases use: N.N[.N[.N]][{a,b,rc}N][.postN][.devN][+local]
-_PEP440 = re.compile(r'^v?(?P<release>\d+(?:\.\d+)*)'
+# PEP 440 subset that vllm-ascend and vLLM releases use: N.N[.N...][{a,b,rc}N][.postN][.devN][+local]
+_PEP440 = re.compile(r'^v?(?P<release>\d+(?:\.\d+)+)'
                      r'(?:[-_.]?(?P<pre>a|b|rc)(?P<pre_n>\d*))?'
                      r'(?:[-_.]?post(?P<post>\d*))?'
                      r'(?:[-_.]?dev(?P<dev>\d*))?'
@@ -161,12 +163,13 @@ RELEASE_CANDIDATES_CANN = {
 
 
 def parse_version(text):
-    """PEP 440 sort key of TEXT ('v' prefix allowed): (release tuple padded to 4, pre, post, dev).
+    """PEP 440 sort key of TEXT ('v' prefix allowed): (release tuple without trailing zeros, pre, post, dev).
 
-    ValueError if TEXT is not a version."""
+    ValueError if TEXT is not a version of at least two numbers (N.N)."""
     m = _match(text)
-    release = tuple(int(p) for p in m.group('release').split('.'))
-    release = (release + (0, 0, 0, 0))[:4]
+    release = [int(p) for p in m.group('release').split('.')]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()  # 0.18 == 0.18.0 == 0.18.0.0 (PEP 440: trailing zeros do not count)
     dev = m.group('dev')
     pre = m.group('pre')
     post = m.group('post')
@@ -177,13 +180,14 @@ def parse_version(text):
         pre_key = (-1, 0) if dev is not None and post is None else (3, 0)
     post_key = int(post or 0) if post is not None else -1
     dev_key = int(dev or 0) if dev is not None else float('inf')
-    return (release, pre_key, post_key, dev_key)
+    return (tuple(release), pre_key, post_key, dev_key)
 
 
 def _match(text):
     m = _PEP440.match(str(text).strip())
     if not m:
-        raise ValueError('%r is not a release version (e.g. 0.23.0.post1 or v0.18.0)' % (text,))
+        raise ValueError('%r is not a vllm-ascend release (not a release version such as v0.23.0, 0.23.0.post1 or v0.18.0rc1)'
+                         % (text,))
     return m
 
 

@@ -16,7 +16,8 @@ __metaclass__ = type
 
 import errno
 import fnmatch
-import re
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.env_file import parse_env_file
 
 # Values of these names are secret unless the operator says otherwise (vllm_pd_secret_env_names adds names).
 DEFAULT_PATTERNS = ('*_KEY', '*_TOKEN', '*_SECRET', '*PASSWORD*')
@@ -24,7 +25,6 @@ HIDDEN = '<hidden>'
 ENGINE_KEY = 'VLLM_API_KEY'
 PROXY_KEY = 'OPENAI_API_KEY'
 GUARDED_PREFIX = ('/v1', '/v2', '/inference')
-_ESCAPED = re.compile(r'\\(.)')
 
 
 def is_secret(name, extra=()):
@@ -39,20 +39,6 @@ def redact(env, extra=()):
     return dict((k, HIDDEN if is_secret(k, extra) else v) for k, v in (env or {}).items())
 
 
-def env_file_values(text):
-    """{name: value} of the KEY=VALUE lines of an EnvironmentFile= (the last line of a name wins), read back
-    the way systemd_syntax.env_value writes them: bare, or double-quoted with backslash escapes."""
-    out = {}
-    for line in (text or '').splitlines():
-        name, sep, value = line.strip().partition('=')
-        if not sep or not name or name.startswith('#'):
-            continue
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = _ESCAPED.sub(r'\1', value[1:-1])
-        out[name.strip()] = value
-    return out
-
-
 def api_key(values):
     """The key an engine environment ({name: value}) or the proxy's holds: VLLM_API_KEY, else OPENAI_API_KEY,
     else '' (no key: the engines answer without one)."""
@@ -60,11 +46,12 @@ def api_key(values):
 
 
 def api_key_of_file(path):
-    """api_key() of the environment file PATH ('' when it does not exist; an unreadable file raises, since
-    going on without the key would only end in HTTP 401)."""
+    """api_key() of the environment file PATH as systemd reads it (env_file.parse_env_file); '' when it does not
+    exist; an unreadable file raises, since going on without the key would only end in HTTP 401. The scripts the
+    roles run on hosts call it too (filter pd_host_script ships this file and env_file.py with them)."""
     try:
         with open(path) as f:
-            return api_key(env_file_values(f.read()))
+            return api_key(parse_env_file(f.read()))
     except (IOError, OSError) as exc:
         if exc.errno == errno.ENOENT:
             return ''

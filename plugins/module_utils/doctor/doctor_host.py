@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) vllm_pd.ascend contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What pd_doctor reads on a host, as pure parsers: process environment, env files, `ip` output,
-engine log lines. Text in, data out; no I/O here.
+"""What pd_doctor reads on a host, as pure parsers: process environment, `ip` link and route output,
+engine log lines. Text in, data out; no I/O here. Env files are read by common/env_file.py and `ip -o addr`
+by host/ip_addr.py, the readers the deploy uses.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,37 +36,9 @@ def parse_environ(raw):
     return env
 
 
-def parse_env_file(text):
-    """systemd EnvironmentFile text -> {name: value} (comments, blank lines and quotes handled)."""
-    env = {}
-    for line in (text or '').splitlines():
-        line = line.strip()
-        if not line or line.startswith(('#', ';')) or '=' not in line:
-            continue
-        k, v = line.split('=', 1)
-        k = k.strip()
-        if k.startswith('export '):
-            k = k[len('export '):].strip()
-        v = v.strip()
-        if len(v) >= 2 and v[0] == v[-1] and v[0] in '"\'':
-            v = v[1:-1]
-        env[k] = v
-    return env
-
-
 def net_env(env):
     """The address-related subset of an environment; absent variables are left out."""
     return dict((k, env[k]) for k in NET_ENV if k in (env or {}))
-
-
-def parse_ip_addr(text):
-    """`ip -o addr show` -> [{ifname, family, address, prefix}]."""
-    out = []
-    for line in (text or '').splitlines():
-        m = re.match(r'^\d+:\s+(\S+?)(?:@\S+)?\s+(inet6?)\s+([0-9a-fA-F.:]+)/(\d+)', line)
-        if m:
-            out.append(dict(ifname=m.group(1), family=m.group(2), address=m.group(3), prefix=int(m.group(4))))
-    return out
 
 
 def parse_link_mtu(text):

@@ -11,8 +11,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import owners
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_launch import parse_launch
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import read_model_dir
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host import (
-    container_pids, net_env, parse_env_file, parse_environ, parse_route_get, scan_log, unit_pids,
+    container_pids, net_env, parse_environ, parse_route_get, scan_log, unit_pids,
 )
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.env_file import parse_env_file
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import build_holders, evaluate_listening
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_NPU_COUNT, reserved_windows
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (

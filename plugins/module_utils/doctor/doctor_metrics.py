@@ -14,7 +14,7 @@ Values are returned in ms, as the benchmark's latencies.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import re
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import parse_samples
 
 # (key, label, the names it has had, newest first)
 LATENCIES = (
@@ -23,23 +23,8 @@ LATENCIES = (
     ('e2el_ms', 'E2EL', ('vllm:e2e_request_latency_seconds',)),
 )
 QUANTILES = (('p50', 0.5), ('p90', 0.9), ('p99', 0.99))
-SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)')
-LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
-
-
-def parse_samples(text):
-    """[(name, {label: value}, float)] of the sample lines of a Prometheus text exposition."""
-    out = []
-    for line in (text or '').splitlines():
-        m = SAMPLE.match(line.strip())
-        if not m or line.startswith('#'):
-            continue
-        try:
-            value = float(m.group('value'))
-        except ValueError:
-            continue
-        out.append((m.group('name'), dict(LABEL.findall(m.group('labels') or '')), value))
-    return out
+# the series of the histograms read (common/prom_text.py parses only these; a garbled one is a ValueError)
+SERIES = tuple(name + part for _key, _label, names in LATENCIES for name in names for part in ('_bucket', '_count', '_sum'))
 
 
 def histogram(samples, name):
@@ -98,8 +83,8 @@ def distribution(hist):
 
 def latencies(text):
     """{key: {'metric': the name read, ...distribution} or None when the engine exposes none of its names}
-    of one engine's /metrics text, for every LATENCIES key."""
-    samples = parse_samples(text)
+    of one engine's /metrics text, for every LATENCIES key. ValueError when a line of these histograms is garbled."""
+    samples = parse_samples(text, SERIES)
     out = {}
     for key, _label, names in LATENCIES:
         out[key] = None

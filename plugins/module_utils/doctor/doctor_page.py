@@ -84,7 +84,10 @@ def _finished_since_start(host):
     reads = [m for m in host.get('metrics') or [] if m.get('kind') == 'decode']
     if not reads or any(m.get('error') or m.get('text') is None for m in reads):
         return None
-    return int(sum(finished_requests(m['text']) for m in reads))
+    try:
+        return int(sum(finished_requests(m['text']) for m in reads))
+    except (ValueError, OverflowError):
+        return None  # a garbled counter line, or NaN: unknown
 
 
 def _latency(names, hosts):
@@ -92,7 +95,11 @@ def _latency(names, hosts):
     for name in names:
         for m in hosts[name].get('metrics') or []:
             entry = dict(host=name, kind=m.get('kind'), unit=m.get('unit'), url=m.get('url'), error=m.get('error'))
-            entry.update(latencies(m.get('text')) if not m.get('error') else dict((k, None) for k, _l, _n in LATENCIES))
+            entry.update(dict((k, None) for k, _l, _n in LATENCIES))
+            try:
+                entry.update(latencies(m.get('text')) if not m.get('error') else {})
+            except ValueError as exc:
+                entry['error'] = str(exc)  # a garbled histogram line: shown as the read's error
             out.append(entry)
     return out
 

@@ -37,6 +37,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_free imp
     bound_holders, check_free, owner_predicate, snapshot,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import reserved_windows
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.ip_addr import parse_ip_addr
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
     format_port_list, merge_ranges, port_group, ports_to_ranges, range_findings, span,
 )
@@ -124,8 +125,7 @@ class GuardOps(HostOps):
         rc, out, _err = self.run(['ip', '-o', 'addr', 'show'])
         if rc != 0:
             return ''
-        return ', '.join('%s=%s' % (f[1], f[3]) for f in (line.split() for line in out.splitlines())
-                         if len(f) > 3 and f[2] in ('inet', 'inet6') and f[1] != 'lo')
+        return ', '.join('%s=%s/%d' % (a['ifname'], a['address'], a['prefix']) for a in parse_ip_addr(out) if a['ifname'] != 'lo')
 
 
 def extra_port_holders(ops, cfg, host_ip, ports):

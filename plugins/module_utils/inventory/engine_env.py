@@ -20,34 +20,17 @@ get_transfer_timeout_value), so only a given value can break the rule.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import re
-
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 
 ABORT_MOONCAKE = 'VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT'
 ABORT_NIXL = 'VLLM_NIXL_ABORT_REQUEST_TIMEOUT'
 # The first release whose Mooncake connector reads ABORT_MOONCAKE (a final release: its rc1 did not).
-FIRST_MOONCAKE_ABORT = (0, 18, 0, 2, 0)
-STAGES = {'dev': 0, 'rc': 1, '': 2, 'post': 3}
+FIRST_MOONCAKE_ABORT = releases.parse_version('0.18.0')
 
 # vllm-ascend's defaults when the variables are not set (utils.py get_transfer_timeout_value).
 RDMA_TIMEOUT_DEFAULT = 20
 RDMA_RETRY_CNT_DEFAULT = 7
 TRANSFER_TIMEOUT_SHORT = 'TransferTimeoutShort'
-
-_VERSION = re.compile(r'^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:(rc|\.?post|\.?dev)(\d*))?$')
-
-
-def parse_version(text):
-    """'v0.18.0rc1' -> (0, 18, 0, 1, 1); 'v0.13.0' -> (0, 13, 0, 2, 0). ValueError if not a release.
-
-    The 4th item is the stage (dev 0, rc 1, final 2, post 3), so tuples sort like the releases.
-    """
-    m = _VERSION.match(str(text).strip())
-    if not m:
-        raise ValueError('%r is not a vllm-ascend release (e.g. v0.23.0 or v0.18.0rc1)' % (text,))
-    stage = STAGES[(m.group(5) or '').lstrip('.')]
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), stage, int(m.group(6) or 0))
 
 
 def abort_timeout_names(version):
@@ -62,7 +45,7 @@ def abort_timeout_names(version):
         named = None  # parse_version names it below
     if named:
         return [named]
-    return [ABORT_MOONCAKE] if parse_version(version) >= FIRST_MOONCAKE_ABORT else [ABORT_NIXL]
+    return [ABORT_MOONCAKE] if releases.parse_version(version) >= FIRST_MOONCAKE_ABORT else [ABORT_NIXL]
 
 
 def _whole(env, key, default):

@@ -17,6 +17,7 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import ENGINE_KEY
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings, engine_env
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
@@ -314,7 +315,7 @@ def rule_vllm_ascend_version(view):
         if raw is None or (isinstance(raw, str) and raw.strip() == ""):
             continue
         try:
-            engine_env.parse_version(raw)
+            releases.parse_version(raw)
         except ValueError:
             yield hfind(view, h, "vllm_pd_vllm_ascend_version", "vllm_pd_vllm_ascend_version=%s is not a vllm-ascend "
                         "release" % show(raw), "write it as the release tag, e.g. v0.23.0 or v0.18.0rc1")

@@ -15,12 +15,11 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
 
 # requests an engine finished (tests/contract checks the name against each release's vLLM)
 SUCCESS_COUNTER = 'vllm:request_success_total'
-# a sample of the counter (one series per finished_reason), not its _created twin or a comment
-SUCCESS_SAMPLE = re.compile(r'^%s(?:\{[^}]*\})?\s+(\S+)' % re.escape(SUCCESS_COUNTER), re.M)
 
 # anchored on "request <id> took": 0.23's "Skipping KV cache transfer for request. remote_request_id=..." is none
 KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms'
@@ -103,18 +102,22 @@ def idle_note(hosts):
 
 
 def finished_requests(text):
-    """vllm:request_success_total of one engine's /metrics TEXT, summed over its finished_reason series."""
-    return sum(float(value) for value in SUCCESS_SAMPLE.findall(text or ''))
+    """vllm:request_success_total of one engine's /metrics TEXT, summed over its finished_reason series (not its
+    _created twin); ValueError when a line of it is garbled (common/prom_text.py)."""
+    return totals(text, (SUCCESS_COUNTER,))[SUCCESS_COUNTER]
 
 
 def requests_served(before, after):
     """The requests a D host's engines finished between two reads of their /metrics (BEFORE and AFTER: one
     text per instance, in the same order, None when unread), from vllm:request_success_total summed over its
-    finished_reason series. None (unknown) when a read failed, the instances differ or a counter went back
-    (an engine restarted in between)."""
+    finished_reason series. None (unknown) when a read failed or does not parse, the instances differ or a counter
+    went back (an engine restarted in between)."""
     if not before or len(before) != len(after) or any(t is None for t in list(before) + list(after)):
         return None
-    counts = [finished_requests(t) for t in before], [finished_requests(t) for t in after]
-    if any(a < b for b, a in zip(*counts)):
-        return None
-    return int(sum(counts[1]) - sum(counts[0]))
+    try:
+        counts = [finished_requests(t) for t in before], [finished_requests(t) for t in after]
+        if any(a < b for b, a in zip(*counts)):
+            return None
+        return int(sum(counts[1]) - sum(counts[0]))
+    except (ValueError, OverflowError):
+        return None  # a garbled counter line, or NaN: unknown

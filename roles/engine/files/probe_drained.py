@@ -2,6 +2,9 @@ import sys
 import time
 import urllib.request
 
+# On a host the role puts these module_utils in front of this script (filter pd_host_script).
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
+
 # probe_drained.py KIND METRICS_URL TIMEOUT [D_METRICS_URL ...]: wait, within this one call, until an
 # instance already out of the proxy has nothing in flight; print one line: drained, gone: WHY (the
 # engine does not answer: nothing can be in flight there) or busy: WHAT (at the deadline).
@@ -18,16 +21,8 @@ POLL = 0.5
 
 
 def gauges(text):
-    """{name: sum over label sets} of the GAUGES in a Prometheus text exposition."""
-    out = dict.fromkeys(GAUGES, 0.0)
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in out:
-            value = line.rsplit("}", 1)[1] if "}" in line else line.split(None, 1)[1]
-            out[name] += float(value.split()[0])
-    return out
+    """{name: sum over label sets} of the GAUGES in a Prometheus text exposition (ValueError: a garbled gauge)."""
+    return totals(text, GAUGES)
 
 
 def read(url):

@@ -1,10 +1,12 @@
 import json
-import re
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+
+# On a host the role puts these module_utils in front of this script (filter pd_host_script).
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import api_key_of_file
 
 # probe_ready.py UNIT URL WINDOW [MODELS_URL [ENV_FILE]]: poll URL every 0.25 s for up to WINDOW seconds within this
 # one call (one SSH round trip), and stop at once when the engine answers 200 or its unit is no longer
@@ -13,24 +15,6 @@ import urllib.request
 # engine is up but lists no model; final), or starting: WHY (poll again).
 # With VLLM_API_KEY in ENV_FILE (the engine's 0600 environment file) vLLM answers 401 under /v1 without
 # "Authorization: Bearer KEY" (/health is open): the key is read here, never passed on a command line.
-
-
-def api_key(path):
-    """VLLM_API_KEY (else OPENAI_API_KEY) of the EnvironmentFile PATH, as systemd reads it (bare, or
-    double-quoted with backslash escapes); '' without one (module_utils/common/secrets.py does the same)."""
-    values = {}
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return ""
-    for line in text.splitlines():
-        name, sep, value = line.strip().partition("=")
-        if sep and name and not name.startswith("#"):
-            if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = re.sub(r"\\(.)", r"\1", value[1:-1])
-            values[name.strip()] = value
-    return values.get("VLLM_API_KEY") or values.get("OPENAI_API_KEY") or ""
 
 
 def models_problem(url, key=""):
@@ -56,7 +40,7 @@ def models_problem(url, key=""):
 def main(argv):
     unit, url, window = argv[1], argv[2], float(argv[3])
     models = argv[4] if len(argv) > 4 else None
-    key = api_key(argv[5]) if len(argv) > 5 else ""
+    key = api_key_of_file(argv[5]) if len(argv) > 5 else ""
     deadline = time.monotonic() + window
     while True:
         try:

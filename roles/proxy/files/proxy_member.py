@@ -1,11 +1,14 @@
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+
+# On a host the role puts these module_utils in front of this script (filter pd_host_script).
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import api_key_of_file
 
 # proxy_member.py leave|prove|join URL KIND HOST:PORT MARKER [...]: one member of a proxy with the admin API
 # (vllm-ascend's example proxy) out for a rolling restart, proven with its peers, and back
@@ -73,24 +76,6 @@ def proxy_pid():
     return out if out.isdigit() and out != "0" else None
 
 
-def api_key(path):
-    """VLLM_API_KEY (else OPENAI_API_KEY) of the EnvironmentFile PATH, as systemd reads it (bare, or
-    double-quoted with backslash escapes); '' without one (module_utils/common/secrets.py does the same)."""
-    values = {}
-    try:
-        with open(path) as f:
-            text = f.read()
-    except FileNotFoundError:
-        return ""
-    for line in text.splitlines():
-        name, sep, value = line.strip().partition("=")
-        if sep and name and not name.startswith("#"):
-            if len(value) >= 2 and value[0] == value[-1] == '"':
-                value = re.sub(r"\\(.)", r"\1", value[1:-1])
-            values[name.strip()] = value
-    return values.get("VLLM_API_KEY") or values.get("OPENAI_API_KEY") or ""
-
-
 def _load(path, pid):
     try:
         with open(path) as f:
@@ -156,13 +141,8 @@ def lists(url):
 
 
 def gauges(text):
-    """Sum of the running and waiting gauges in a Prometheus text exposition."""
-    total = 0.0
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if not line.startswith("#") and name in GAUGES:
-            total += float((line.rsplit("}", 1)[1] if "}" in line else line.split(None, 1)[1]).split()[0])
-    return total
+    """Sum of the running and waiting gauges in a Prometheus text exposition (ValueError: a garbled gauge)."""
+    return sum(totals(text, GAUGES).values())
 
 
 def busy_members(listed):
@@ -451,7 +431,7 @@ def main(argv):
         body = {"model": argv[5], "prompt": argv[6], "max_tokens": int(argv[7]), "temperature": 0, "stream": False}
         serving = member in call(url, "add", kind, None) and member not in read_marker(marker, pid).get(kind, [])
         if argv[8] == "yes" or not serving:
-            out["pairs"] = prove(url, kind, member, marker, pid, body, api_key(argv[9]) if len(argv) > 9 else "")
+            out["pairs"] = prove(url, kind, member, marker, pid, body, api_key_of_file(argv[9]) if len(argv) > 9 else "")
             out["state"] = "proven" if all(p["ok"] for p in out["pairs"]) else "failed"
         else:
             out["state"] = "serving"

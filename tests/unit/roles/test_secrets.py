@@ -27,8 +27,13 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadg
 
 PROBE = load_script('roles/engine/files/probe_ready.py')
 MEMBER = load_script('roles/proxy/files/proxy_member.py')
-READERS = [('module_utils', secrets.api_key_of_file), ('probe_ready.py', PROBE.api_key),
-           ('proxy_member.py', MEMBER.api_key)]
+# the scripts import the module_utils reader (on a host: filter pd_host_script, tests/unit/roles/test_host_script.py)
+READERS = [('module_utils', secrets.api_key_of_file), ('probe_ready.py', PROBE.api_key_of_file),
+           ('proxy_member.py', MEMBER.api_key_of_file)]
+
+
+def test_the_scripts_share_the_module_utils_reader():
+    assert PROBE.api_key_of_file is MEMBER.api_key_of_file is secrets.api_key_of_file
 
 
 @pytest.mark.parametrize('name', ['VLLM_API_KEY', 'OPENAI_API_KEY', 'HF_TOKEN', 'hf_token', 'AWS_SECRET',

@@ -11,6 +11,38 @@ def test_versions_sort_as_pep440(older, newer):
     assert R.parse_version(older) < R.parse_version(newer)
 
 
+@pytest.mark.parametrize("older, newer", [
+    # pre-releases: dev < a < b < rc < final; post releases after the final, in order
+    ("0.18.0.dev1", "0.18.0a1"), ("0.18.0a1", "0.18.0b1"), ("0.18.0b2", "0.18.0rc1"), ("0.18.0rc1", "0.18.0rc2"),
+    ("0.18.0rc2", "0.18.0"), ("0.18.0.post1", "0.18.0.post2"), ("0.18.0.post1.dev1", "0.18.0.post1"),
+    ("0.18.0rc1.post1", "0.18.0"), ("0.18.0.post9", "0.18.1.dev0"), ("0.18.0", "0.18.0.0.1"), ("0.9.9", "0.10"),
+])
+def test_pre_and_post_releases_sort_as_pep440(older, newer):
+    assert R.parse_version(older) < R.parse_version(newer)
+
+
+@pytest.mark.parametrize("spelling", ["v0.18.0rc1", "V0.18.0RC1", "0.18.0-rc1", "0.18.0.rc1", "0.18.0_rc1", " 0.18rc1 ",
+                                      "0.18.0.0rc1"])
+def test_spellings_of_one_pre_release_are_equal(spelling):
+    assert R.parse_version(spelling) == R.parse_version("0.18.0rc1")
+    assert R.normalize(spelling) in ("0.18.0rc1", "0.18rc1", "0.18.0.0rc1")
+
+
+def test_a_post_release_spelled_three_ways_and_a_local_version():
+    assert R.parse_version("0.23.0.post1") == R.parse_version("0.23.0post1") == R.parse_version("0.23.0-post1")
+    # a local version (a vLLM built for a plugin: 0.18.0+empty) compares as its public version
+    assert R.parse_version("0.18.0+empty") == R.parse_version("0.18.0")
+    assert R.base_release("0.18.0+empty") == "0.18.0"
+
+
+@pytest.mark.parametrize("bad", ["18", "v18", "latest", "", "v", "0.x.0", "0.18.0-rc1x", "1!0.18.0", "0.18.0 rc1",
+                                 "0.18.", ".18.0", "0.18.0+", None])
+def test_what_is_no_release_is_a_value_error(bad):
+    """One parser for the release table and the inventory rule: a single number (18) is no release for either."""
+    with pytest.raises(ValueError, match="is not a vllm-ascend release"):
+        R.parse_version(bad)
+
+
 def test_spellings_of_one_release_are_equal():
     assert R.parse_version("v0.18.0") == R.parse_version("0.18") == R.parse_version("0.18.0")
     assert R.normalize("v0.18.0") == "0.18.0" and R.normalize("0.23.0-post1") == "0.23.0.post1"

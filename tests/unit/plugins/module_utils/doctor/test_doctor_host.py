@@ -3,7 +3,9 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.env_file import parse_env_file
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_host as H
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.ip_addr import parse_ip_addr
 
 IP_ADDR = """1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever preferred_lft forever
 2: data0    inet 192.168.101.31/24 brd 192.168.101.255 scope global data0\\       valid_lft forever
@@ -22,13 +24,15 @@ def test_parse_environ_and_net_env():
     assert H.parse_environ(None) == {}
 
 
-def test_parse_env_file_comments_quotes_export():
+def test_the_doctor_reads_env_files_as_systemd_does():
+    """The doctor reads env files with common/env_file.py (systemd's rules): an `export NAME=` line sets nothing
+    for the unit (systemd reads the name 'export NAME' and drops it), so the doctor no longer reports it as set."""
     text = '# managed\nVLLM_HOST_IP=10.0.30.10\n; note\n\nexport HCCL_IF_IP="10.0.30.10"\nX = \'y\'\nnoequals\n'
-    assert H.parse_env_file(text) == {'VLLM_HOST_IP': '10.0.30.10', 'HCCL_IF_IP': '10.0.30.10', 'X': 'y'}
+    assert parse_env_file(text) == {'VLLM_HOST_IP': '10.0.30.10', 'X': 'y'}
 
 
 def test_parse_ip_addr_and_link_mtu():
-    addrs = H.parse_ip_addr(IP_ADDR)
+    addrs = parse_ip_addr(IP_ADDR)
     assert [(a['ifname'], a['family'], a['address'], a['prefix']) for a in addrs] == [
         ('lo', 'inet', '127.0.0.1', 8), ('data0', 'inet', '192.168.101.31', 24),
         ('mgmt0', 'inet', '172.30.33.10', 24), ('mgmt0', 'inet6', 'fe80::1', 64)]

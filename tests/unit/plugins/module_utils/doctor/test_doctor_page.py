@@ -73,9 +73,14 @@ def test_series_are_summed_and_the_older_itl_name_is_read():
     assert M.latencies(both)['itl_ms']['metric'] == 'vllm:inter_token_latency_seconds'
 
 
-def test_parse_ignores_comments_and_garbage():
-    text = '# HELP x\nnot a sample line\nvllm:x{a="1"} NaNx\nvllm:y 3\nvllm:z{a="q\\"uote"} 1.5e1\n'
-    assert M.parse_samples(text) == [('vllm:y', {}, 3.0), ('vllm:z', {'a': 'q\\"uote'}, 15.0)]
+def test_only_the_histograms_read_must_parse():
+    """common/prom_text.py reads only the doctor's series: garbage elsewhere is not read; a garbled line of a
+    histogram the doctor reads is an error (it was skipped before, and the distribution silently lacked it)."""
+    ttft = 'vllm:time_to_first_token_seconds'
+    good = hist_text(ttft, [('0.01', 1), ('+Inf', 2)], 2, 0.03)
+    assert M.latencies('# HELP x\nnot a sample line\nvllm:x{a="1"} NaNx\n' + good)['ttft_ms']['n'] == 2
+    with pytest.raises(ValueError, match='line 1 of the metrics text is not a sample of %s_count' % ttft):
+        M.latencies('%s_count{engine="0"} 2x\n' % ttft + good)
 
 
 def test_port_states_name_each_port():

@@ -36,9 +36,19 @@ def test_a_release_that_is_no_version_is_an_error(bad):
         E.abort_timeout_names(bad)
 
 
+@pytest.mark.parametrize("version, names", [
+    # spellings the old engine_env parser refused, which the one parser (PEP 440) reads: an installed dev
+    # build's local version (what pip show prints) no longer fails the env template
+    ("0.18.0+empty", [E.ABORT_MOONCAKE]), ("0.17.0rc1.dev5+g1234", [E.ABORT_NIXL]), ("V0.18.0RC1", [E.ABORT_NIXL]),
+    ("0.18.0-rc1", [E.ABORT_NIXL]), ("0.18.0.0.1", [E.ABORT_MOONCAKE]), ("0.18.0a1", [E.ABORT_NIXL]),
+])
+def test_every_pep440_spelling_gets_a_name(version, names):
+    assert E.abort_timeout_names(version) == names
+
+
 def test_versions_sort_like_releases():
     order = ["v0.18.0.dev1", "v0.18.0rc1", "v0.18.0rc2", "v0.18.0", "v0.18.0.post1", "v0.18.1rc1"]
-    assert sorted(order, key=E.parse_version) == order
+    assert sorted(order, key=R.parse_version) == order
 
 
 def test_retransmit_budget_is_the_mooncake_formula():

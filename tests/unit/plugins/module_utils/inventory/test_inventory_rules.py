@@ -7,6 +7,8 @@ tests/unit/roles/test_inventory_errors.py."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import pytest
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules as ir
 
 BASE = dict(vllm_pd_cluster='a', vllm_pd_network='10.0.0.0/24', vllm_pd_model='m', vllm_pd_kv_port=30000,
@@ -64,3 +66,19 @@ def test_whole_rollout_errors_have_cluster_star():
     errors = ir.inventory_errors({'groups': {}, 'hosts': {}, 'rollout': 'fast'})
     assert [e['cluster'] for e in errors] == ['*', '*']
     assert 'vllm_pd_rollout=fast is not one of parallel, serial, canary' in errors[1]['text']
+
+
+@pytest.mark.parametrize('bad', ['18', 'latest', 'v0.x.0', '0.18.0-rc1x', '1!0.18.0', 'v', '0.18.0 beta'])
+def test_a_vllm_ascend_version_that_is_no_release_is_refused_by_name(bad):
+    """The inventory rule reads the version with the one parser (releases.parse_version): a single number such
+    as 18 stays refused, as it was when engine_env had a parser of its own."""
+    [f] = ir.inventory_errors(view(p=dict(vllm_pd_vllm_ascend_version=bad)))
+    assert (f['host'], f['variable']) == ('p1', 'vllm_pd_vllm_ascend_version')
+    assert f['text'] == ('cluster a, host p1: vllm_pd_vllm_ascend_version=%s is not a vllm-ascend release. '
+                         'Fix: write it as the release tag, e.g. v0.23.0 or v0.18.0rc1' % bad)
+
+
+@pytest.mark.parametrize('good', ['v0.23.0', '0.23.0.post1', 'v0.18.0rc1', '0.18', 'V0.18.0RC1', '0.18.0-rc1',
+                                  '0.11.0rc1.dev12+g1234abc', '0.13.0a1'])
+def test_every_pep440_spelling_of_a_release_passes_the_inventory_rule(good):
+    assert ir.inventory_errors(view(p=dict(vllm_pd_vllm_ascend_version=good))) == []
