@@ -14,7 +14,7 @@ description:
     file reader and the Prometheus text parser) instead of keeping copies. On a host the collection is not on the
     path, so this filter puts the sources of the modules the script imports (read from its import statements,
     transitively, as lookup C(pd_module_utils_tree) finds the start guard's) in front of the script, served by an
-    import hook: the script's imports then resolve to exactly the controller's files.
+    import hook, so that the script's imports resolve to exactly the controller's files.
   - The script's text is unchanged, so it runs as it is in the unit tests (where the collection is importable).
 options:
   _input:
