@@ -12,8 +12,8 @@ version_added: "1.1.0"
 description:
   - Returns the entry of the release table (plugins/module_utils/common/releases.py) for a vllm-ascend version,
     looked up by its exact release, else its base release; an empty dict for an empty or unknown version.
-  - With O(newest=true), an empty, unknown or malformed version gives the newest supported release's facts: the
-    routes, keys, names and log lines the roles talk to upstream with, defined once in the table.
+  - With O(newest=true), an empty, unknown or malformed version gives the newest supported release's facts (the
+    routes, keys, names and log lines the roles talk to upstream with, defined once in the table).
 options:
   _input:
     description: The vllm-ascend version, e.g. V(0.23.0.post1) or V(v0.18.0); empty for none.

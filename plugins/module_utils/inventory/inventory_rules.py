@@ -19,7 +19,7 @@ import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import ENGINE_KEY
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings, engine_env
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import parallel
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import (

@@ -87,15 +87,15 @@ def cluster(**p):
 
 def test_pp_and_pcp_of_p_reach_the_comparison_from_the_plan_and_from_the_running_command(tmp_path):
     # running: P's pipeline size from its extra args; planned now: the same size from the variable (no change)
-    argvs, _ = render(tmp_path, cluster(prefill_extra_args=['--pipeline-parallel-size', '2']))
+    argvs = render(tmp_path, cluster(prefill_extra_args=['--pipeline-parallel-size', '2']))[0]
     run = running(argvs)
     assert [r['pp'] for r in run] == [2, 1] and run[1]['kv_extra']['prefill']['pp_size'] == 2
     same, planned = render(tmp_path, cluster(vllm_pd_prefill_pp_size=2))
     assert [(p['kind'], p['pp'], p['pcp']) for p in planned] == [('prefill', 2, 1), ('decode', 1, 1)]
     assert same['d1'] == argvs['d1'] and rollable.findings(run, planned) == []
     # planned now: pp 1 and pcp 2, a change P and D share
-    _, planned = render(tmp_path, cluster(vllm_pd_prefill_pcp_size=2,
-                                          vllm_pd_kv_connector_extra={'prefill': {'pp_layer_partition': '1'}}))
+    planned = render(tmp_path, cluster(vllm_pd_prefill_pcp_size=2,
+                                       vllm_pd_kv_connector_extra={'prefill': {'pp_layer_partition': '1'}}))[1]
     [f] = rollable.findings(run, planned)
     assert f['attributes'] == ['pp size', 'pcp size', 'kv_connector_extra_config.prefill.pp_layer_partition']
     assert 'pp size on prefill: 2 -> 1; pcp size on prefill: 1 -> 2' in f['message']
