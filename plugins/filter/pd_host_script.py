@@ -35,12 +35,9 @@ _value:
   type: str
 """
 
-import os
-
 from ansible.errors import AnsibleFilterError
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard.guard_files import PREFIX, closure, imported_modules
-
-MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'module_utils')
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard.guard_files import read_source as read
 
 # Python 3 only (the hosts' /usr/bin/python3); every name starts with _pd_ so the script's own stay free.
 _PRELUDE = '''import importlib.abc as _pd_abc, importlib.util as _pd_util, sys as _pd_sys
@@ -66,14 +63,6 @@ class _PdSources(_pd_abc.MetaPathFinder, _pd_abc.Loader):
 
 _pd_sys.meta_path.insert(0, _PdSources())
 '''
-
-
-def read(path):
-    try:
-        with open(os.path.join(MODULE_UTILS, path), encoding='utf-8') as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
 
 
 def sources(entries):

@@ -43,22 +43,10 @@ _raw:
       type: str
 """
 
-import os
-
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard.guard_files import closure
-
-MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'module_utils')
-
-
-def read(path):
-    try:
-        with open(os.path.join(MODULE_UTILS, path), encoding='utf-8') as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard.guard_files import closure, read_source as read
 
 
 class LookupModule(LookupBase):

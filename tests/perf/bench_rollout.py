@@ -32,7 +32,8 @@ CALLBACKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "callback")
 CPUACCT = "/sys/fs/cgroup/cpuacct"
 
 
-def playbook(inv, name, *args, env=None):
+def playbook(inv, name, *args, env=None, output=None):
+    """Wall seconds of a playbook that must succeed; OUTPUT (a list) gets its stdout."""
     start = time.monotonic()
     r = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inv, os.path.join(ROOT, name), *args],
                        capture_output=True, text=True, cwd=ROOT, check=False, env={**os.environ, **(env or {})})
@@ -42,6 +43,8 @@ def playbook(inv, name, *args, env=None):
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(r.stdout + r.stderr)
         sys.exit(f"{name} {' '.join(args)} failed (whole output in {log}):\n{r.stdout[-3000:]}\n{r.stderr[-1000:]}")
+    if output is not None:
+        output.append(r.stdout)
     return time.monotonic() - start
 
 
@@ -74,13 +77,13 @@ def container_cpu(names):
     return out
 
 
-def measured(inv, hosts, name, *args):
+def measured(inv, hosts, name, *args, output=None):
     """Run a playbook with the CPU callback; returns wall, controller, lab hosts, machine and per-task CPU."""
     fd, out = tempfile.mkstemp(prefix="bench-cpu-", suffix=".json")
     os.close(fd)
     env = {"ANSIBLE_CALLBACK_PLUGINS": CALLBACKS, "ANSIBLE_CALLBACKS_ENABLED": "cpu_per_task", "BENCH_CPU_OUT": out}
     c0, m0, h0 = children_cpu(), machine_busy(), container_cpu(hosts)
-    wall = playbook(inv, name, *args, env=env)
+    wall = playbook(inv, name, *args, env=env, output=output)
     c1, m1, h1 = children_cpu(), machine_busy(), container_cpu(hosts)
     with open(out, encoding="utf-8") as f:
         tasks = json.load(f)

@@ -13,8 +13,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ast
+import os
 
 PREFIX = 'ansible_collections.vllm_pd.ascend.plugins.module_utils'
+MODULE_UTILS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def read_source(path):
+    """The text of PATH under this collection's module_utils (as 'common/releases.py'), None when there is none:
+    the READ of closure() for the controller's plugins that ship module_utils to hosts."""
+    try:
+        with open(os.path.join(MODULE_UTILS, path), encoding='utf-8') as f:
+            return f.read()
+    except (IOError, OSError):
+        return None
 
 
 def module_path(name, read):
