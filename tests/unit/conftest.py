@@ -47,7 +47,9 @@ COLLECTIONS_ROOT = _install_collection_path()
 import json  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
+from http.server import BaseHTTPRequestHandler, HTTPServer  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -279,6 +281,36 @@ def run_module(monkeypatch):
                 return True, e.result
         raise AssertionError('module returned without exit_json/fail_json')
     return _run
+
+
+@pytest.fixture
+def http_server():
+    """http_server(respond) -> 'http://127.0.0.1:PORT' of a loopback server for the test; RESPOND(path, headers)
+    gives each GET its (status, body) or (status, body, {header: value}). Shut down at the end of the test."""
+    servers = []
+
+    def _serve(respond):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                answer = respond(self.path, self.headers)
+                status, body, headers = answer if len(answer) == 3 else answer + ({},)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args):
+                pass
+
+        httpd = HTTPServer(('127.0.0.1', 0), Handler)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        servers.append(httpd)
+        return 'http://127.0.0.1:%d' % httpd.server_address[1]
+
+    yield _serve
+    for httpd in servers:
+        httpd.shutdown()
 
 
 @pytest.fixture

@@ -10,8 +10,6 @@ import glob
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -35,27 +33,16 @@ def run(rel, *args):
 
 
 @pytest.fixture
-def server():
+def server(http_server):
     answers = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            want = answers.get('key')
-            if self.path.startswith('/v1') and want and self.headers.get('Authorization') != 'Bearer ' + want:
-                status, body = 401, '{}'
-            else:
-                status, body = answers.get(self.path, (404, '{}'))
-            self.send_response(status)
-            self.end_headers()
-            self.wfile.write(body.encode())
+    def respond(path, headers):
+        want = answers.get('key')
+        if path.startswith('/v1') and want and headers.get('Authorization') != 'Bearer ' + want:
+            return 401, '{}'
+        return answers.get(path, (404, '{}'))
 
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(('127.0.0.1', 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield answers, 'http://127.0.0.1:%d' % httpd.server_address[1]
-    httpd.shutdown()
+    return answers, http_server(respond)
 
 
 def test_every_script_the_roles_run_compiles_with_what_it_imports():

@@ -5,9 +5,6 @@ nothing; a P when it is idle and every D later reads no request waiting (for KV)
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
 import pytest
 
 from conftest import load_script
@@ -27,28 +24,16 @@ def metrics(running, waiting):
 
 
 @pytest.fixture
-def server():
+def server(http_server):
     answers = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            seq = answers.get(self.path)
-            if not seq:
-                self.send_response(404)
-                self.end_headers()
-                return
-            body = seq.pop(0) if len(seq) > 1 else seq[0]
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body.encode())
+    def respond(path, _headers):
+        seq = answers.get(path)
+        if not seq:
+            return 404, ''
+        return 200, seq.pop(0) if len(seq) > 1 else seq[0]
 
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(('127.0.0.1', 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield answers, 'http://127.0.0.1:%d' % httpd.server_address[1]
-    httpd.shutdown()
+    return answers, http_server(respond)
 
 
 def test_gauges_sum_label_sets_and_ignore_other_metrics():

@@ -5,8 +5,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -19,24 +17,14 @@ def load():
 
 
 @pytest.fixture
-def server():
+def server(http_server):
     answers = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's name
-            status, body = answers.get(self.path, (404, '{}'))
-            self.send_response(status)
-            self.send_header('Content-Type', 'application/json')
-            self.end_headers()
-            self.wfile.write(body.encode())
+    def respond(path, _headers):
+        status, body = answers.get(path, (404, '{}'))
+        return status, body, {'Content-Type': 'application/json'}
 
-        def log_message(self, *args):
-            pass
-
-    httpd = HTTPServer(('127.0.0.1', 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield answers, 'http://127.0.0.1:%d' % httpd.server_address[1]
-    httpd.shutdown()
+    return answers, http_server(respond)
 
 
 @pytest.mark.parametrize('models, expected', [
