@@ -59,6 +59,8 @@ def scan_fd_dirs(proc_root='/proc', pids=None):
                     links[fd] = os.readlink(fd, dir_fd=dir_fd)
                 except OSError:
                     continue
+        except OSError:
+            continue    # the process exited between the open and the listing (ENOENT from the listing)
         finally:
             os.close(dir_fd)
         yield pid, fd_dir, links

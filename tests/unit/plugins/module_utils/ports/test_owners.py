@@ -103,6 +103,21 @@ def test_socket_owners_fixture(fake_proc):
     assert O.socket_owners(fake_proc, inodes=[0]) == {}
 
 
+def test_a_process_that_exits_while_its_fds_are_listed_is_skipped(fake_proc, monkeypatch):
+    """/proc/PID/fd opened, then the process exits: the listing fails with ENOENT (seen in a unit run that
+    scanned the real /proc); the scan goes on with the other processes."""
+    gone = os.path.join(fake_proc, '812', 'fd')
+    real_listdir = os.listdir
+
+    def listdir(path):
+        if isinstance(path, int) and os.path.samestat(os.fstat(path), os.stat(gone)):
+            raise FileNotFoundError(2, 'No such file or directory')
+        return real_listdir(path)
+
+    monkeypatch.setattr(O.os, 'listdir', listdir)
+    assert O.socket_owners(fake_proc) == {6000: [900], 6001: [901], 6002: [901, 902]}
+
+
 def test_process_info_fixture(fake_proc):
     info = O.process_info(812, fake_proc)
     assert info['name'] == 'grafana' and info['unit'] == 'grafana-server.service'
