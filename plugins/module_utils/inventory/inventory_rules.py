@@ -22,6 +22,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets impo
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import parallel
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import (
     DEFAULT_NPU_COUNT, HCCL_PORTS, WINDOW_ENV, reserved_windows,
 )
@@ -596,8 +597,7 @@ def rule_host_layout(view):
             continue  # missing or not a number: reported by rule_required / rule_numbers
         tps = {"prefill": p_tp, "decode": d_tp}
         # a DP rank takes tp*pp*pcp ports of the group and as many NPUs (bad sizes: rule_parallel_sizes)
-        widths = dict((k, tps[k] * _pp_pcp(view, h, k)[0] * _pp_pcp(view, h, k)[1]) for k in KINDS)
-        p_w = widths["prefill"]
+        sizes = dict((k, (tps[k],) + _pp_pcp(view, h, k)) for k in KINDS)
         ext, served = {}, {}
         for kind in KINDS:
             dp = dps[kind]
@@ -619,8 +619,8 @@ def rule_host_layout(view):
                     uniq.append(r)
             ext[kind] = uniq
             served[kind] = uniq or list(range(dp))
-        lo = kv + min(served["prefill"]) * p_w
-        hi = kv + max(served["prefill"]) * p_w + p_w - 1
+        first, last = min(served["prefill"]), max(served["prefill"])
+        lo, hi = group_bounds(kv, *sizes["prefill"], dp_rank_start=first, dp_size_local=last - first + 1)[:2]
         ports = []
         for kind in view.kinds(h):
             base = view.int_of(h, kind + "_api_port", DEFAULT_API_PORT[kind])
@@ -642,12 +642,11 @@ def rule_host_layout(view):
             if port > 65535:
                 yield hfind(view, h, name.split(" ")[0], "%s=%d is outside the TCP ports 1-65535" % (name, port),
                             "choose a lower port")
-            group_rank = (port - kv) // p_w
-            if h in view.prefill and port >= kv and group_rank in served["prefill"]:
-                start = kv + group_rank * p_w
-                yield hfind(view, h, name.split(" ")[0], "%s=%d lies inside the prefill port group of DP rank %d "
-                            "(%d-%d)" % (name, port, group_rank, start, start + p_w - 1),
-                            "move %s or vllm_pd_kv_port" % name)
+            for group_rank in served["prefill"] if h in view.prefill else []:
+                start, end = group_bounds(kv, *sizes["prefill"], dp_rank_start=group_rank)[:2]
+                if start <= port <= end:
+                    yield hfind(view, h, name.split(" ")[0], "%s=%d lies inside the prefill port group of DP rank %d "
+                                "(%d-%d)" % (name, port, group_rank, start, end), "move %s or vllm_pd_kv_port" % name)
             if port in seen:
                 yield hfind(view, h, name.split(" ")[0], "%s and %s are both %d on one host" % (seen[port], name, port),
                             "give each a port of its own")
@@ -660,7 +659,8 @@ def rule_host_layout(view):
                 yield hfind(view, h, kind + "_devices", "%s_devices=%s must be a list of NPU ids, e.g. [0, 1]"
                             % (kind, show(raw)), "write the NPU ids as a YAML list of numbers")
                 continue
-            devs[kind] = (ids or list(range(widths[kind] * len(served[kind]))), widths[kind] * len(served[kind]))
+            need = group_bounds(0, *sizes[kind], dp_size_local=len(served[kind])).size
+            devs[kind] = (ids or list(range(need)), need)
         if "prefill" in devs and "decode" in devs:
             shared = [d for d in devs["prefill"][0] if d in devs["decode"][0]]
             if shared:
