@@ -92,7 +92,7 @@ def findings(rel, text):
     return list(python_findings(rel, text) if rel.endswith('.py') else jinja_findings(rel, text))
 
 
-def test_the_port_group_is_computed_in_port_group_only():
+def test_the_port_group_is_computed_in_port_formula_only():
     found = [f for rel, text in sources() if rel != HOME for f in findings(rel, text)]
     assert found == [], 'a second port-group formula; call group_bounds/group_width/port_group of %s ' \
         '(Jinja: filter pd_group_ports):\n%s' % (HOME, '\n'.join(found))
