@@ -131,7 +131,8 @@ _value:
       port formula; 0 for an independent dense instance), C(pp) and C(pcp) (its pipeline and prefill context
       parallel sizes), C(parallel_args) (the C(--pipeline-parallel-size)/C(--prefill-context-parallel-size)
       options the collection adds, for a size only an inventory variable gives) and C(model_kind). The port group is
-      C(kv_port + (port_rank_start + i) * tp*pp*pcp + w) for i < C(dp_size_local), w < C(tp*pp*pcp). Every
+      C(kv_port + (port_rank_start + i) * tp*pp*pcp + w) for i < C(dp_size_local), w < C(tp*pp*pcp) (filter
+      C(pd_group_ports) lists it from an instance). Every
       consumer (preflight, start guard, listening and reachability checks, doctor) reads it from here.
   type: list
   elements: dict
@@ -140,6 +141,8 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.parallel import side_sizes
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds, group_width
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import port_group
 
 KINDS = ("prefill", "decode")
 RUNTIMES = ("systemd", "container")
@@ -174,7 +177,7 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
     pcp = _int(pcp_size, "vllm_pd_%s_pcp_size" % kind)
     if tp < 1 or dp < 1 or pp < 1 or pcp < 1:
         raise ValueError(where + "vllm_pd_%s_tp_size, _dp_size, _pp_size and _pcp_size must be >= 1" % kind)
-    width = tp * pp * pcp
+    width = group_width(tp, pp, pcp)
     ranks_var = "vllm_pd_%s_dp_ranks" % kind
     ranks = [_int(r, ranks_var) for r in (dp_ranks or [])]
     if len(set(ranks)) != len(ranks):
@@ -201,18 +204,18 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
                          "data_parallel_rank 0, so all of them would bind kv_port .. kv_port+%d (Address already in use). "
                          "Fix: list the ranks in vllm_pd_prefill_dp_ranks (one instance each, with a kv_port of its own), "
                          "set VLLM_ASCEND_BALANCE_SCHEDULING: \"1\" in vllm_pd_engine_env (vllm-ascend 0.18.0 and 0.23: each "
-                         "rank keeps its rank), or set vllm_pd_model_kind: moe if the model is MoE" % (dp, width - 1))
+                         "rank keeps its rank), or set vllm_pd_model_kind: moe if the model is MoE" % (dp, group_bounds(0, tp, pp, pcp).last))
     slots = [[r] for r in ranks] if ranks else [list(range(dp))]
     served = sum(len(s) for s in slots)
-    npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(width * served))
-    if len(npus) != width * served:
+    need = group_bounds(0, tp, pp, pcp, 0, served).size
+    npus = [_int(d, "%s_devices" % kind) for d in (devices or [])] or list(range(need))
+    if len(npus) != need:
         raise ValueError(where + "%s_devices has %d NPU ids but this host's %s instances need tp*pp*pcp %d x %d rank(s) "
-                         "= %d. Fix: list exactly %d ids" % (kind, len(npus), kind, width, served, width * served,
-                                                             width * served))
+                         "= %d. Fix: list exactly %d ids" % (kind, len(npus), kind, width, served, need, need))
     out, used = [], 0
     for index, slot in enumerate(slots):
         name = kind if not ranks else "%s-dp%d" % (kind, slot[0])
-        count = width * len(slot)
+        count = group_bounds(0, tp, pp, pcp, 0, len(slot)).size
         out.append({
             "kind": kind,
             "name": name,
@@ -226,7 +229,7 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
             "dp_args": (["--data-parallel-rank", str(slot[0]), "--data-parallel-size-local", "1"]
                         if ranks and not independent else []),
             "dp_size": 1 if independent else dp,
-            "kv_port": base_kv + slot[0] * width if independent else base_kv,
+            "kv_port": group_bounds(base_kv, tp, pp, pcp, slot[0]).first if independent else base_kv,
             "port_rank_start": 0 if independent else slot[0],
             "tp": tp,
             "pp": pp,
@@ -262,14 +265,10 @@ def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=No
 
 
 def group_ports(instance):
-    """The ports an instance's engine binds (only a prefill one binds), in worker order:
-    kv_port + (port rank) * tp*pp*pcp + (pp_rank*pcp + pcp_rank)*tp + tp_rank; pp and pcp default to 1."""
-    tp, start = int(instance["tp"]), int(instance["port_rank_start"])
-    pp, pcp = int(instance.get("pp", 1)), int(instance.get("pcp", 1))
-    width = tp * pp * pcp
-    base = int(instance["kv_port"])
-    return [base + (start + r) * width + (p * pcp + c) * tp + t for r in range(int(instance["dp_size_local"]))
-            for p in range(pp) for c in range(pcp) for t in range(tp)]
+    """The ports an instance's engine binds (only a prefill one binds), in worker order (port_group.port_group:
+    kv_port + (port rank) * tp*pp*pcp + (pp_rank*pcp + pcp_rank)*tp + tp_rank); pp and pcp default to 1."""
+    return port_group(int(instance["kv_port"]), int(instance["tp"]), int(instance.get("pp", 1)),
+                      int(instance.get("pcp", 1)), int(instance["port_rank_start"]), int(instance["dp_size_local"]))
 
 
 def pd_group_text(instance):
@@ -282,4 +281,4 @@ def pd_group_text(instance):
 
 class FilterModule(object):
     def filters(self):
-        return {"pd_instances": pd_instances, "pd_group_text": pd_group_text}
+        return {"pd_instances": pd_instances, "pd_group_text": pd_group_text, "pd_group_ports": group_ports}

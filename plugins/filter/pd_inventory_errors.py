@@ -12,7 +12,7 @@ version_added: "1.0.0"
 description:
   - Reads only inventory variables (no facts) of the hosts in groups C(vllm_pd_prefill), C(vllm_pd_decode)
     and C(vllm_pd_proxy), and runs every cluster-wide rule of the collection on them
-    (C(plugins/module_utils/inventory/inventory_rules.py)).
+    (C(plugins/module_utils/inventory/inventory_rules.py), which lists them from its C(rules_*.py) modules).
   - Each error names the cluster (V(*) when it concerns the whole rollout), the host, the variable,
     what is wrong and the fix.
   - Covers missing and mistyped variables, ports outside 1-65535, port groups and NPU layouts that

@@ -173,6 +173,7 @@ def collection_engine_env(version):
     names = set(re.findall(r'^(%s)=' % ENV_NAME, template, re.M))
     for path in ['plugins/module_utils/inventory/engine_env.py', 'plugins/module_utils/inventory/inventory_rules.py',
                  'plugins/module_utils/ports/port_free.py', 'plugins/module_utils/guard/start_guard.py'] + sorted(
+                     str(p.relative_to(ROOT)) for p in (ROOT / 'plugins/module_utils/inventory').glob('rules_*.py')) + sorted(
                      str(p.relative_to(ROOT)) for p in (ROOT / 'plugins/module_utils/doctor').glob('doctor_*.py')):
         names |= uc.str_constants(uc.parse(ROOT / path), ENV_NAME)
     # the abort name of the other releases is not written for this one (the template asks engine_env)

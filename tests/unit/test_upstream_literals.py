@@ -39,7 +39,7 @@ HOST_SCRIPTS = {
     ('plugins/module_utils/doctor/doctor_findings.py', 'VLLM_HOST_IP'): 'read in /proc environ on the host; test_engine_env',
     ('plugins/module_utils/doctor/doctor_host.py', 'VLLM_HOST_IP'): 'read in /proc environ on the host; test_engine_env',
     ('plugins/module_utils/doctor/doctor_report.py', 'VLLM_HOST_IP'): 'a column title of the doctor page',
-    ('plugins/module_utils/inventory/inventory_rules.py', 'VLLM_HOST_IP'): 'a name users may not set; test_engine_env',
+    ('plugins/module_utils/inventory/rules_env.py', 'VLLM_HOST_IP'): 'a name users may not set; test_engine_env',
 }
 
 

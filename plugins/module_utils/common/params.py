@@ -11,6 +11,8 @@ import math
 import re
 import socket
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds
+
 MAX_PORT = 65535
 # longest wait a module accepts (a day); a bigger number is a typo, and socket timeouts overflow near 2**63 ns
 MAX_TIMEOUT = 86400
@@ -110,26 +112,21 @@ def port_range(name, value):
     return first, last
 
 
-def group_end(kv_port, width, dp_rank_start, dp_size_local):
-    """Last port of the group, by port_group's own arithmetic, without building the list."""
-    return kv_port + (dp_rank_start + dp_size_local) * width - 1
-
-
 def group_sizes(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_size_local=1, prefix='',
                 dp_size_name='dp_size_local'):
     """Checks the inputs of port_group; the whole group must lie in 1..65535. Returns nothing."""
     kv_port = port(prefix + 'kv_port', kv_port)
-    width = 1
-    for key, value in (('tp_size', tp_size), ('pp_size', pp_size), ('pcp_size', pcp_size)):
-        width *= as_int(prefix + key, value, 1, MAX_PORT, 'invalid parallel sizes: %s must be >= 1 (and the whole '
-                        'group must end at or below port 65535)' % key)
+    sizes = [as_int(prefix + key, value, 1, MAX_PORT, 'invalid parallel sizes: %s must be >= 1 (and the whole '
+                    'group must end at or below port 65535)' % key)
+             for key, value in (('tp_size', tp_size), ('pp_size', pp_size), ('pcp_size', pcp_size))]
     dp_rank_start = as_int(prefix + 'dp_rank_start', dp_rank_start, 0, MAX_PORT,
                            'invalid parallel sizes: dp_rank_start must be >= 0 (and the group must end at or '
                            'below port 65535)')
     dp_size_local = as_int(prefix + dp_size_name, dp_size_local, 1, MAX_PORT,
                            'invalid parallel sizes: %s must be >= 1 (and the group must end at or below port '
                            '65535)' % dp_size_name)
-    end = group_end(kv_port, width, dp_rank_start, dp_size_local)
+    # the last port by the one formula (common/port_formula.py), without building the list
+    end = group_bounds(kv_port, sizes[0], sizes[1], sizes[2], dp_rank_start, dp_size_local).last
     if end > MAX_PORT:
         best = MAX_PORT - (end - kv_port)
         fix = 'pick kv_port <= %d' % best if best >= 1024 else 'use smaller tp/pp/pcp/dp sizes'

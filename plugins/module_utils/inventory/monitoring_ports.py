@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import ADXL_PORTS_PER_NPU
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds
 
 CHECK = 'MonitoringPortCollision'
 VARIABLE = 'vllm_pd_monitoring_ports'
@@ -55,13 +56,12 @@ def ranks_text(ranks):
 def engine_taken(kind, kv_port, tp, dp, ranks, api_port, dp_rpc_port=None, pp=1, pcp=1):
     """What one kind's instances take on a host: [(lo, hi, what, fix)]. Only a prefill instance binds
     its kv_port group (the decode side connects to it): tp*pp*pcp ports per DP rank."""
-    width = tp * pp * pcp
     slots = [(r, [r]) for r in ranks] if ranks else [(None, list(range(dp)))]
     out = []
     for index, (rank, served) in enumerate(slots):
         name = kind if rank is None else '%s-dp%d' % (kind, rank)
         if kind == 'prefill':
-            lo, hi = kv_port + served[0] * width, kv_port + (served[-1] + 1) * width - 1
+            lo, hi = group_bounds(kv_port, tp, pp, pcp, served[0], len(served))[:2]
             sizes = 'tp %d' % tp + (', pp %d' % pp if pp > 1 else '') + (', pcp %d' % pcp if pcp > 1 else '')
             out.append((lo, hi, 'the kv_port group %d-%d of instance %s (vllm_pd_kv_port=%d, %s, '
                         'DP rank(s) %s)' % (lo, hi, name, kv_port, sizes, ranks_text(served)),

@@ -13,30 +13,17 @@ import glob
 import os
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds
+
 # The windows a group must avoid (ADXL, Transfer Engine RPC, HCCL) are decided in common/port_windows.py.
 DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
 
 
 def port_group(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_size_local=1):
-    """Ports vllm-ascend's MooncakeConnectorV1 binds on a producer node, in worker order.
-
-    side_channel_port = kv_port + dp_rank * tp * pp * pcp (the DP stride); each worker binds
-    side_channel_port + (pp_rank * pcp + pcp_rank) * tp + tp_rank, which runs over [0, tp * pp * pcp)
-    (vllm-ascend 0.23 mooncake_connector.py 1650-1657, 2029-2038; 0.18 has the same ports with pp and pcp
-    exclusive). A consumer (decode) binds none of them. pp_size and pcp_size default to 1.
-    """
-    for name, value in (('tp_size', tp_size), ('pp_size', pp_size),
-                        ('pcp_size', pcp_size), ('dp_size_local', dp_size_local)):
-        if value < 1:
-            raise ValueError('%s must be >= 1, got %d' % (name, value))
-    if dp_rank_start < 0:
-        raise ValueError('dp_rank_start must be >= 0, got %d' % dp_rank_start)
-    width = tp_size * pp_size * pcp_size
-    ports = []
-    for rank in range(dp_rank_start, dp_rank_start + dp_size_local):
-        base = kv_port + rank * width
-        ports.extend(base + i for i in range(width))
-    return ports
+    """Ports vllm-ascend's MooncakeConnectorV1 binds on a producer node, in worker order: every port of
+    common/port_formula.py's group_bounds (the formula and its sources are there)."""
+    bounds = group_bounds(kv_port, tp_size, pp_size, pcp_size, dp_rank_start, dp_size_local)
+    return list(range(bounds.first, bounds.last + 1))
 
 
 def parse_port_list(text):

@@ -130,8 +130,8 @@ def test_dense_dp_rank_follows_the_release_and_its_environment(version, env, kee
 def test_the_extra_config_example_of_the_inventory_rule_is_a_key_every_supported_release_reads():
     import inspect
     import re
-    from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules
-    m = re.search(r"e\.g\. %s: \{(\w+): \{(\w+):", inspect.getsource(inventory_rules))
+    from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import rules_runtime
+    m = re.search(r"e\.g\. %s: \{(\w+): \{(\w+):", inspect.getsource(rules_runtime))
     assert m, "the fix text of vllm_pd_kv_connector_extra gives no example key"
     for version in R.supported_versions():
         assert "%s.%s" % m.groups() in R.RELEASES[version]["extra_config_keys"], version

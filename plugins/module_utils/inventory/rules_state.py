@@ -1,0 +1,34 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rules of day-2 state: vllm_pd_state absent retires a host; the cluster keeps a serving side of each kind
+and its proxy.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import Finding, show
+
+
+def rule_state(view):
+    """vllm_pd_state: absent retires a host (drained out of the proxy, then stopped, its files removed);
+    the cluster must keep a serving side of each kind and its proxy."""
+    for name, members in sorted(view.clusters.items()):
+        present = []
+        for h in members:
+            v = view.get(h, "vllm_pd_state", "present")
+            if v not in ("present", "absent"):
+                yield Finding(name, h, "vllm_pd_state", "vllm_pd_state=%s is not present or absent" % show(v),
+                              "write present (the default) or absent (drain, stop and remove this host's instances)")
+            elif v == "absent" and h in view.proxy:
+                yield Finding(name, h, "vllm_pd_state", "vllm_pd_state is absent on the cluster's proxy host, so the "
+                              "proxy would go away with it", "move the proxy to a host that stays (group vllm_pd_proxy) "
+                              "in one run, then retire this host in the next")
+            elif v != "absent":
+                present.append(h)
+        for kind, group in (("prefill", view.prefill), ("decode", view.decode)):
+            if any(h in group for h in members) and not any(h in group for h in present):
+                yield Finding(name, "", "vllm_pd_state", "every %s host of the cluster has vllm_pd_state: absent, so "
+                              "nothing would serve that side" % kind,
+                              "keep one %s host present, or stop the cluster with stop_pd.yml" % kind)
