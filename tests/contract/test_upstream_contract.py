@@ -519,6 +519,9 @@ def test_metrics(upstream):
     loggers = uc.parse(upstream.vl / 'vllm' / 'v1' / 'metrics' / 'loggers.py')
     exported = {_base(n) for n in uc.str_constants(loggers, r'vllm:[a-z0-9_]+')}
     assert sorted(n for n in upstream.entry['metrics'] if _base(n) not in exported) == []
+    # the host scripts' gauges (busy_gauges): exported, and gauges (no _total/_bucket series)
+    assert set(upstream.entry['busy_gauges']) <= set(upstream.entry['metrics'])
+    assert [_base(n) for n in upstream.entry['busy_gauges']] == list(upstream.entry['busy_gauges'])
     used, chains = collection_metrics()
     for chain in chains:
         assert any(_base(n) in exported for n in chain), 'no name of the fallback chain %s is exported' % chain

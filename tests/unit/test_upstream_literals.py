@@ -106,8 +106,9 @@ plugins/module_utils/common/port_windows.py | env | port-window variables a user
 plugins/module_utils/model/pd_consistency.py | env | HCCL variables of the user's engine env P and D must set alike; roles render none
 plugins/module_utils/common/secrets.py | env VLLM_API_KEY | the API key a user sets in the engine env
 roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | CANN's log directory, read from the user's engine env to find the logs
-roles/proxy/files/proxy_member.py | | host script (runs without the collection); test_proxy_member_script, test_metrics
-roles/engine/files/probe_drained.py | metric | host script (runs without the collection); test_metrics
+roles/proxy/files/proxy_member.py | route | host script, with no release at hand; test_proxy_member_script
+roles/proxy/files/proxy_member.py | name request_num | host script, with no release at hand; test_proxy_member_script
+roles/proxy/files/proxy_member.py | flag | reads the running proxy's options from its /proc cmdline (0.23: proxy_flags)
 plugins/module_utils/verify/bench_kv.py | line KV cache transfer for request | the parser of the line; test_kv_log_line parses every release's format with it
 plugins/module_utils/verify/bench_kv.py | metric | read on the controller from /metrics text; test_metrics
 plugins/module_utils/doctor/doctor_metrics.py | metric | the doctor's fallback chains of names; test_metrics

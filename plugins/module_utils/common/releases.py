@@ -96,6 +96,8 @@ def _release(**facts):
         # the start of the KV transfer line, what the doctor, the benchmark and the smoke grep the journal for
         kv_log_grep=_KV_LINE_HEAD,
         metrics=_METRICS_COMMON,
+        # the gauges of requests running and waiting on an engine: what the drain probes and proxy_member.py read
+        busy_gauges=_METRICS_COMMON[:2],
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
                            'decode.tp_size', 'decode.dp_size', 'decode.pp_size'),
