@@ -90,6 +90,8 @@ def collection_serve_flags(entry):
         text = json.dumps(engine_vars[name])
         if name == '__engine_command' or name.endswith('_args'):
             flags.update(FLAG_WORD.findall(text.replace('\\"', "'")))
+            # the options read from the release table (__engine_flag: its serve_flags)
+            flags.update(entry['serve_flags'][f] for f in re.findall(r'__engine_flag\.(\w+)', text))
         todo += [n for n in re.findall(r'__engine_\w+', text) if n in engine_vars]
     typed = {}
     for name, _flag, kind in pd_consistency.SETTINGS:
@@ -127,6 +129,18 @@ def collection_bench_flags():
     spec = dict(host='h', port=1, endpoint='/v1/completions', model='m', input_len=1, output_len=1, count=1, rate=1,
                 concurrency=2)
     return {w for w in bench_vllm.argv('vllm', spec, set(), 'd', 'f') if w.startswith('--')} | set(bench_vllm.REQUIRED_FLAGS)
+
+
+def test_serve_flags_of_the_table(upstream):
+    """Every option of the table's serve_flags is one `vllm serve` of the release has (--shutdown-timeout where the
+    table says the release has it), and the engine role renders each one it names from the table."""
+    flags = serve_flags(upstream)
+    table = dict(upstream.entry['serve_flags'])
+    if not upstream.entry['shutdown_timeout']:
+        table.pop('shutdown_timeout')
+    assert sorted(f for f in table.values() if f not in flags) == []
+    engine_vars = _collection('roles/engine/vars/main.yml') + _collection('roles/engine/tasks/files.yml')
+    assert sorted(set(upstream.entry['serve_flags']) - set(re.findall(r'__engine_flag\.(\w+)', engine_vars))) == []
 
 
 def test_bench_flags(upstream):
@@ -168,8 +182,11 @@ def test_help_lists_flags(upstream):
 def collection_engine_env(version):
     """The variables the collection sets or reads for the engine: the env file template's, and the names
     in the engine-env rules, the preflight's port rules, the start guard and the doctor."""
+    facts = releases.runtime(version)
     template = _collection('roles/engine/templates/vllm-pd.env.j2').replace(
-        '{{ __engine_upstream.host_ip_env }}', releases.runtime(version)['host_ip_env'])
+        '{{ __engine_upstream.host_ip_env }}', facts['host_ip_env'])
+    template = re.sub(r'\{\{ __engine_upstream\.engine_env_names\.(\w+) \}\}',
+                      lambda m: facts['engine_env_names'][m.group(1)], template)
     names = set(re.findall(r'^(%s)=' % ENV_NAME, template, re.M))
     for path in ['plugins/module_utils/inventory/engine_env.py', 'plugins/module_utils/inventory/inventory_rules.py',
                  'plugins/module_utils/ports/port_free.py', 'plugins/module_utils/guard/start_guard.py'] + sorted(
@@ -197,6 +214,14 @@ def test_engine_env(upstream):
         upstream.entry['vllm'], upstream.version)
 
 
+def test_engine_env_names_of_the_table(upstream):
+    """The table's engine_env_names are the names the env file sets, each read by the native code NATIVE_ENV
+    names (none of them is a vLLM or vllm-ascend variable)."""
+    names = set(upstream.entry['engine_env_names'].values())
+    assert sorted(names - set(NATIVE_ENV)) == []
+    assert names <= collection_engine_env(upstream.version)
+
+
 def test_abort_env(upstream):
     tree = uc.parse(upstream.connector)
     read = set()
@@ -216,10 +241,11 @@ def test_abort_env(upstream):
 # ---------------------------------------------------------------------------------------------------------
 # d. kv-transfer-config keys
 
-def collection_kv_config():
-    """(top-level keys, extra-config keys 'side.key') of the kv-transfer-config the engine role renders."""
+def collection_kv_config(entry):
+    """(top-level keys, extra-config keys 'side.key') of the kv-transfer-config the engine role renders (its keys
+    read from the table's kv_config_keys)."""
     engine_vars = yaml.safe_load(_collection('roles/engine/vars/main.yml'))
-    top = set(engine_vars['__engine_kv_transfer_config'])
+    top = {entry['kv_config_keys'][k] for k in re.findall(r'__engine_kv_keys\.(\w+)', engine_vars['__engine_kv_transfer_config'])}
     extra = set()
     for side, keys in engine_vars['__engine_parallel'].items():
         # a dict of Jinja values, or one Jinja expression of dict literals ({'tp_size': ...} | combine(...))
@@ -264,7 +290,8 @@ def connector_extra_keys(tree):
 def test_kv_transfer_config(upstream):
     read = connector_extra_keys(uc.parse(upstream.connector))
     assert sorted(upstream.entry['extra_config_keys']) == sorted(read)
-    top, extra = collection_kv_config()
+    top, extra = collection_kv_config(upstream.entry)
+    assert top == set(upstream.entry['kv_config_keys'].values()), 'the engine role renders other keys than the table names'
     if 'pp' not in upstream.entry['port_terms']:
         # pp_size is rendered only above 1, which the inventory rules refuse where the connector has no pp term
         extra -= {'prefill.pp_size', 'decode.pp_size'}
@@ -275,6 +302,11 @@ def test_kv_transfer_config(upstream):
         if isinstance(cls, ast.ClassDef) and cls.name == 'KVTransferConfig':
             fields = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)}
     assert sorted(top - fields) == [], 'rendered kv-transfer-config keys vLLM %s does not have' % upstream.entry['vllm']
+    # the kv_role values: P produces, D consumes (KVProducer / KVConsumer literals of the config module)
+    text = kv_config.read_text(encoding='utf-8')
+    for side, alias in (('prefill', 'KVProducer'), ('decode', 'KVConsumer')):
+        literal = re.search(r'%s\s*=\s*Literal\[([^\]]*)\]' % alias, text)
+        assert literal and '"%s"' % upstream.entry['kv_roles'][side] in literal.group(1), (side, alias)
     # the connector name is registered with the module the table names
     registry = _py_text(upstream.va, 'vllm_ascend/distributed')
     assert re.search(r'''["']%s["'],\s*["']%s["']''' % (upstream.entry['connector'], re.escape(upstream.entry['connector_module'])),
@@ -398,11 +430,13 @@ def test_only_producer_binds(upstream):
             while parent is not None and not isinstance(parent, (ast.If, ast.IfExp)):
                 parent = up.get(parent)
             guards.append(ast.unparse(parent.test) if parent is not None else None)
-    assert guards and all(re.fullmatch(r'''self\.kv_role == ['"]kv_producer['"]''', g or '') for g in guards), guards
+    producer = upstream.entry['kv_roles']['prefill']
+    assert guards and all(re.fullmatch(r'''self\.kv_role == ['"]%s['"]''' % producer, g or '') for g in guards), guards
     roles = {}
     for kind in ('prefill', 'decode'):
-        roles[kind] = re.search(r'engine_kv_role: (\S+)', _collection('roles/%s/tasks/main.yml' % kind)).group(1)
-    assert roles == {'prefill': 'kv_producer', 'decode': 'kv_consumer'}
+        roles[kind] = re.search(r'engine_kv_role: "\{\{ __%s_upstream\.kv_roles\.(\w+) \}\}"' % kind,
+                                _collection('roles/%s/tasks/main.yml' % kind)).group(1)
+    assert roles == {'prefill': 'prefill', 'decode': 'decode'}
     # the start guard and the preflight check a group for the producer only
     assert re.search(r"if engine_kind == 'prefill' else None", _collection('roles/engine/vars/main.yml'))
 
@@ -486,6 +520,9 @@ def test_metrics(upstream):
     loggers = uc.parse(upstream.vl / 'vllm' / 'v1' / 'metrics' / 'loggers.py')
     exported = {_base(n) for n in uc.str_constants(loggers, r'vllm:[a-z0-9_]+')}
     assert sorted(n for n in upstream.entry['metrics'] if _base(n) not in exported) == []
+    # the host scripts' gauges (busy_gauges): exported, and gauges (no _total/_bucket series)
+    assert set(upstream.entry['busy_gauges']) <= set(upstream.entry['metrics'])
+    assert [_base(n) for n in upstream.entry['busy_gauges']] == list(upstream.entry['busy_gauges'])
     used, chains = collection_metrics()
     for chain in chains:
         assert any(_base(n) in exported for n in chain), 'no name of the fallback chain %s is exported' % chain
@@ -544,8 +581,12 @@ def test_example_proxy(upstream):
 def test_proxy_role_flags(upstream):
     """The proxy role passes only options the release's proxies have (the example proxy, and the Mooncake
     wheel's proxy, the role's default, where the release pins the wheel)."""
-    passed = set(FLAG_WORD.findall(_collection('roles/proxy/vars/main.yml')))
-    assert passed, 'no proxy options found in roles/proxy/vars/main.yml'
+    role = _collection('roles/proxy/vars/main.yml')
+    passed = set(FLAG_WORD.findall(role))
+    # the options read from the release table (__proxy_flag: its proxy_argv_flags), every one of them rendered
+    names = set(re.findall(r'__proxy_flag\.(\w+)', role))
+    assert names == set(upstream.entry['proxy_argv_flags']), 'the proxy role renders other options than the table names'
+    passed |= {upstream.entry['proxy_argv_flags'][n] for n in names}
     proxies = [upstream.proxy] + ([upstream.mc / 'mooncake' / 'vllm_v1_proxy_server.py'] if upstream.mc else [])
     for path in proxies:
         assert sorted(passed - uc.add_argument_flags(path)) == [], path.name
@@ -860,8 +901,6 @@ def test_dense_dp_rank_rule(upstream):
 # ---------------------------------------------------------------------------------------------------------
 # l. the literals the roles, plugins and host scripts talk to upstream with (read from the table at run time)
 
-ENGINE_ROUTES = ('/health', '/v1/models', '/metrics')
-
 
 def _get_ip_reads(vl):
     """The variables vLLM's get_ip() reads (vllm/utils/network_utils.py, or vllm/utils/__init__.py before)."""
@@ -881,6 +920,7 @@ def test_runtime_literals(upstream):
     assert entry['kv_log'].startswith(entry['kv_log_grep'] + ' %s')
     flags, routes, keys, _imports = proxy_facts(upstream.proxy)
     assert entry['proxy_health_route'] in routes
+    assert entry['proxy_completions_route'] in routes
     assert file_sd.PROXY_PATH == entry['proxy_health_route']  # the monitoring's blackbox probe of the proxies
     if entry['proxy_remove'] is not None:
         assert {entry['proxy_add_route'], entry['proxy_remove_route']} <= routes
@@ -889,9 +929,10 @@ def test_runtime_literals(upstream):
         assert (entry['proxy_count_key'] in counted) == entry['proxy_remove'].startswith('taint')
         # proxy_member.py tells the 0.23 proxy (an add of a listed member is a no-op) by the count in /healthcheck
         assert (entry['proxy_count_key'] in keys) == (entry['proxy_readd'] == 'noop')
-    served = _py_text(upstream.vl, 'vllm/entrypoints')
-    for route in ENGINE_ROUTES:
-        assert re.search(r"""["']%s["']""" % re.escape(route), served), route
+    served = _py_text(upstream.vl, 'vllm/entrypoints/openai', 'vllm/entrypoints/serve')
+    for route in entry['engine_routes'].values():
+        # a GET or POST route of vLLM's OpenAI server, or a mount (/metrics: the Prometheus app)
+        assert re.search(r"""(?:\.get|\.post|Mount)\(\s*["']%s["']""" % re.escape(route), served), route
 
 
 def test_proxy_member_script(upstream):
@@ -903,7 +944,7 @@ def test_proxy_member_script(upstream):
     if entry['proxy_remove'] is None:
         return
     known = {entry['proxy_health_route'], entry['proxy_add_route'], entry['proxy_remove_route'], '/openapi.json'}
-    assert sorted(routes - known - set(ENGINE_ROUTES)) == []
+    assert sorted(routes - known - set(entry['engine_routes'].values())) == []
     assert {entry['proxy_health_route'], entry['proxy_add_route']} <= routes
     read = set()
     for node in ast.walk(tree):

@@ -2,45 +2,125 @@
 
 The roles read these from the table (filter pd_release_facts, newest=true), and tests/contract checks the table
 against each release's source, so a contract binds the code. A literal here would escape that: this guard
-fails on one in code (quoted, or part of a URL), not in a comment or a documentation string. HOST_SCRIPTS are
-the sites that cannot read the table (they run without the collection); tests/contract checks each of them
-against the table instead (named in the reason).
+fails on one in code (quoted, part of a URL, an env file line or a YAML value), not in a comment or a
+documentation string, and names the table key to read instead.
+
+It knows kinds of literals, not a list of them (CLASSES):
+  table    every string value of the table's upstream-facing keys (UPSTREAM_KEYS), in every release;
+  flag     a quoted `--option` (or one in a YAML flow list): vLLM's, the proxy's and `vllm bench serve`'s options;
+  metric   a `vllm:` metric name;
+  env      a variable name of vLLM, vllm-ascend, CANN, torch or Mooncake (VLLM_, HCCL_, ASCEND_, GLOO_, TP_SOCKET_,
+           MC_): quoted, or the name of an env file line.
+ALLOWED lists what may stay, each with why: options of other programs (OTHER_PROGRAMS: systemctl, journalctl, the
+container engine), and sites that cannot read the table at run time, that a contract reads directly, or messages.
 """
 import re
 from pathlib import Path
 
+import pytest
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
+
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = 'plugins/module_utils/common/releases.py'
 
-# name: the code use of the literal (quoted, or appended to a URL or an option)
-LITERALS = {
-    '/instances/add': r'''(?:["']|\}\}|:\d+)/instances/add\b''',
-    '/instances/remove': r'''(?:["']|\}\}|:\d+)/instances/remove\b''',
-    '/healthcheck': r'''(?:["']|\}\}|:\d+)/healthcheck\b''',
-    'request_num': r'''["']request_num["']|\.request_num\b''',
-    'MooncakeConnectorV1': r'''["']MooncakeConnectorV1["']|kv_connector:\s*MooncakeConnectorV1|kv_connector["']?\s*[:=]\s*["']?MooncakeConnector''',
-    'KV cache transfer for request': r'''(?:--grep=|search\(["']|re\.compile\(r?["'])KV cache transfer for request''',
-    '--help=all': r'''["']--help=all["']''',
-    'VLLM_HOST_IP': r'''^VLLM_HOST_IP=|["']VLLM_HOST_IP["']''',
+# The keys of a release whose values are what the code sends to, or reads from, upstream.
+UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 'proxy_routes', 'proxy_health_route',
+                 'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'cli_lists_flags', 'kv_log_grep',
+                 'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
+                 'abort_env', 'dense_dp_keeps_rank')
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+def table_values():
+    """{value: 'releases.KEY[.SUBKEY]'} of every string of UPSTREAM_KEYS in every release."""
+    out = {}
+    for entry in releases.RELEASES.values():
+        for key in UPSTREAM_KEYS:
+            value = entry.get(key)
+            if isinstance(value, dict):
+                for sub, v in value.items():
+                    out.setdefault(v, '%s.%s' % (key, sub))
+            else:
+                for v in _strings(value):
+                    out.setdefault(v, key)
+    return out
+
+
+def _use(value):
+    """The code use of VALUE: quoted, appended to a URL ('}}/route', ':8000/route'), an env file line (NAME=), a
+    YAML value (key: VALUE) or, for a phrase (a log line), anywhere."""
+    v = re.escape(value)
+    if ' ' in value:
+        return v
+    pattern = r'''["']%s["']|^%s=|:\s+%s\s*$''' % (v, v, v)
+    if value.startswith('/'):
+        pattern += r'''|(?:\}\}|:\d+|["'])%s(?![\w/-])''' % v
+    if value.startswith('--'):
+        pattern += r'''|[\[,]\s*%s(?=[=,\]\s])''' % v
+    return pattern
+
+
+# the literal of each class, and its code use (the group is the literal)
+NAMES = {'flag': r'--[a-z][a-z0-9-]+(?:=[a-z]+)?', 'metric': r'vllm:[a-z][a-z0-9_]+',
+         'env': r'(?:VLLM|HCCL|ASCEND|GLOO|TP_SOCKET|MC)_[A-Z0-9_]+'}
+CLASSES = {
+    'flag': (r'''(?:["']|[\[,]\s*)(--[a-z][a-z0-9-]+)(?=[=,\]\s"'])''',
+             'serve_flags (vllm serve), proxy_flags (the proxy), cli_lists_flags'),
+    'metric': (r'(%s)' % NAMES['metric'], 'metrics'),
+    'env': (r'''(?:["']|^)(%s)(?:["']|=)''' % NAMES['env'], 'host_ip_env, engine_env_names, abort_env'),
 }
 
-# (path, literal): why the literal may stay there
-HOST_SCRIPTS = {
-    ('roles/proxy/files/proxy_member.py', '/instances/add'): 'host script; test_proxy_member_script',
-    ('roles/proxy/files/proxy_member.py', '/instances/remove'): 'host script; test_proxy_member_script',
-    ('roles/proxy/files/proxy_member.py', '/healthcheck'): 'host script; test_proxy_member_script',
-    ('roles/proxy/files/proxy_member.py', 'request_num'): 'host script; test_proxy_member_script',
-    ('plugins/module_utils/verify/bench_kv.py', 'KV cache transfer for request'):
-        'the parser of the line; test_kv_log_line parses the format of every release with it',
-    ('plugins/module_utils/verify/bench_vllm.py', '--help=all'): 'shipped to the bench host; test_help_lists_flags',
-    ('plugins/module_utils/verify/file_sd.py', '/healthcheck'): 'Prometheus file_sd target path; test_runtime_literals',
-    ('plugins/module_utils/guard/start_guard.py', 'VLLM_HOST_IP'): 'host script (the start guard); test_engine_env',
-    ('plugins/module_utils/doctor/doctor_inspect.py', 'VLLM_HOST_IP'): 'read in /proc environ on the host; test_engine_env',
-    ('plugins/module_utils/doctor/doctor_findings.py', 'VLLM_HOST_IP'): 'read in /proc environ on the host; test_engine_env',
-    ('plugins/module_utils/doctor/doctor_host.py', 'VLLM_HOST_IP'): 'read in /proc environ on the host; test_engine_env',
-    ('plugins/module_utils/doctor/doctor_report.py', 'VLLM_HOST_IP'): 'a column title of the doctor page',
-    ('plugins/module_utils/inventory/rules_env.py', 'VLLM_HOST_IP'): 'a name users may not set; test_engine_env',
-}
+# Where a literal may stay, and why: "path or path prefix | class or 'class literal' | why", one a line (an empty
+# path: everywhere; an empty class: any literal).
+OTHER_PROGRAMS = ('--no-pager --rm --name --env-file --entrypoint --format --all --full --no-legend --restart --runtime '
+                  '--grep --unit --quiet --show-cursor --property --value --plain --type --state --volume --device '
+                  '--shm-size --ulimit --mount --net --lines --output --since --after-cursor')
+_ALLOWED = """
+ | name kv_port | also the collection's name of an instance's base port (plan, options); the rendered key is kv_config_keys.port
+ | flag --help | argparse's own option (every release; the release's listing option is cli_lists_flags)
+plugins/filter/pd_instances.py | flag | the plan's dp_args; test_serve_flags reads them from the plan
+plugins/module_utils/inventory/parallel.py | flag | the plan's parallel_args; test_serve_flags reads them from the plan
+plugins/module_utils/model/pd_consistency.py | flag | the P/D settings' options; test_serve_flags renders them
+plugins/module_utils/verify/bench_vllm.py | flag | shipped to the bench host; test_bench_flags, test_help_lists_flags (--help=all)
+plugins/module_utils/doctor/doctor_launch.py | flag | parses a running engine's argv (any spelling a user gave); test_serve_flags renders what it reads back
+plugins/module_utils/doctor/doctor_launch.py | name kv_role | a key of its own result (the one it reads is kv_config_keys.role)
+plugins/module_utils/inventory/rules_runtime.py | flag | options users may not give in *_extra_args (the role renders them)
+plugins/module_utils/inventory/rules_cluster.py | name kv_connector_extra_config | a message names it
+plugins/module_utils/verify/bench_gate.py | line | a message names the line
+plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message names it
+plugins/module_utils/common/check_names.py | env | a check's description names them
+plugins/module_utils/verify/loadgen.py | route /v1/completions | the default endpoint of the load generator (an option of pd_bench, run on the bench host)
+plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
+plugins/module_utils/common/port_windows.py | env | port-window variables a user may set in the engine env; the roles render none
+plugins/module_utils/model/pd_consistency.py | env | HCCL variables of the user's engine env P and D must set alike; roles render none
+plugins/module_utils/common/secrets.py | env VLLM_API_KEY | the API key a user sets in the engine env
+roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | CANN's log directory, read from the user's engine env to find the logs
+roles/proxy/files/proxy_member.py | route | host script, with no release at hand; test_proxy_member_script
+roles/proxy/files/proxy_member.py | name request_num | host script, with no release at hand; test_proxy_member_script
+roles/proxy/files/proxy_member.py | flag | reads the running proxy's options from its /proc cmdline (0.23: proxy_flags)
+plugins/module_utils/verify/bench_kv.py | line KV cache transfer for request | the parser of the line; test_kv_log_line parses every release's format with it
+plugins/module_utils/verify/bench_kv.py | metric | read on the controller from /metrics text; test_metrics
+plugins/module_utils/doctor/doctor_metrics.py | metric | the doctor's fallback chains of names; test_metrics
+plugins/module_utils/verify/file_sd.py | route /healthcheck | Prometheus file_sd target path; test_runtime_literals
+plugins/module_utils/guard/start_guard.py | env | host script (the start guard); test_engine_env
+plugins/module_utils/doctor/doctor_ | env | names read in /proc environ on the host; test_engine_env
+plugins/module_utils/inventory/ | env | names the inventory rules know (users may not set, abort names); test_engine_env, test_abort_env
+"""
+ALLOWED = dict(((where.strip(), what.strip()), why.strip())
+               for where, what, why in (line.split('|', 2) for line in _ALLOWED.strip('\n').split('\n')))
+ALLOWED.update((('', 'flag ' + flag), 'an option of systemctl, journalctl, npu-smi or the container engine, not of upstream')
+               for flag in OTHER_PROGRAMS.split())
 
 
 def _code_lines(path):
@@ -57,8 +137,7 @@ def _code_lines(path):
         yield number, line
 
 
-def found():
-    out = []
+def _files():
     for top in ('roles', 'plugins'):
         for path in sorted((ROOT / top).rglob('*')):
             rel = str(path.relative_to(ROOT))
@@ -66,27 +145,80 @@ def found():
                 continue
             if '/meta/' in rel or rel.endswith('README.md'):
                 continue
-            for number, line in _code_lines(path):
-                for name, pattern in LITERALS.items():
-                    if re.search(pattern, line) and (rel, name) not in HOST_SCRIPTS:
-                        out.append('%s:%d: %s' % (rel, number, name))
+            yield rel, path
+
+
+def _allowances(rel, kind, literal):
+    """The keys of ALLOWED that let LITERAL of KIND stay in REL."""
+    return [(where, what) for where, what in ALLOWED if rel.startswith(where) and what in ('', kind, '%s %s' % (kind, literal))]
+
+
+def kind_of(value):
+    """The class of a table value: flag, metric, env, route, line (a log line) or name (a key or module name)."""
+    for kind, pattern in NAMES.items():
+        if re.fullmatch(pattern, value):
+            return kind
+    return 'route' if value.startswith('/') else 'line' if ' ' in value else 'name'
+
+
+def hits():
+    """[(rel, line number, kind, literal, table key)] of every upstream literal in code lines, allowed or not."""
+    values = [(v, key, re.compile(_use(v))) for v, key in sorted(table_values().items())]
+    classes = [(kind, re.compile(pattern), key) for kind, (pattern, key) in CLASSES.items()]
+    out = []
+    for rel, path in _files():
+        for number, line in _code_lines(path):
+            seen = set()
+            for value, key, pattern in values:
+                if pattern.search(line):
+                    seen.add(value)
+                    out.append((rel, number, kind_of(value), value, 'releases %s' % key))
+            for kind, pattern, key in classes:
+                for literal in pattern.findall(line):
+                    if literal not in seen:
+                        out.append((rel, number, kind, literal, 'releases %s' % key))
     return out
 
 
+def found():
+    return ['%s:%d: %s %r (read the table: %s)' % (rel, n, kind, literal, key)
+            for rel, n, kind, literal, key in hits() if not _allowances(rel, kind, literal)]
+
+
 def test_no_upstream_literal_outside_the_release_table():
-    assert found() == [], 'read it from the release table (pd_release_facts(newest=true)) instead'
+    assert found() == [], 'read it from the release table (pd_release_facts(newest=true)) instead, or pass it ' \
+                          'to the host script'
 
 
-def test_every_exception_still_holds_its_literal():
-    """A listed exception whose literal is gone is stale: remove it from HOST_SCRIPTS."""
-    for (rel, name) in HOST_SCRIPTS:
-        text = (ROOT / rel).read_text(encoding='utf-8')
-        assert re.search(LITERALS[name], text, re.M), (rel, name)
+def test_every_allowance_is_used():
+    """An allowance no literal needs is stale: remove it from ALLOWED."""
+    used = set()
+    for rel, _n, kind, literal, _key in hits():
+        used.update(_allowances(rel, kind, literal))
+    assert sorted(set(ALLOWED) - used) == []
+
+
+@pytest.mark.parametrize('line, kind', [
+    ("  engine_kv_role: kv_producer", 'table'), ("argv: ['vllm', 'serve', '--tensor-parallel-size', '2']", 'table'),
+    ("url: http://{{ h }}:{{ p }}/metrics", 'table'), ("HCCL_IF_IP={{ a }}", 'table'),
+    ("x = ['--enforce-eager']", 'flag'), ("G = ('vllm:gpu_cache_usage_perc',)", 'metric'),
+    ("NCCL = 'VLLM_USE_V1'", 'env'), ("HCCL_BUFFSIZE={{ b }}", 'env'),
+])
+def test_each_class_is_caught(tmp_path, line, kind):
+    """The guard's patterns on one line of each kind (a rename of a pattern that catches nothing fails here)."""
+    path = tmp_path / 'x.yml'
+    path.write_text(line + '\n')
+    values = [re.compile(_use(v)) for v in table_values()]
+    lines = [text for _n, text in _code_lines(path)]
+    if kind == 'table':
+        assert any(p.search(lines[0]) for p in values)
+    else:
+        assert re.findall(CLASSES[kind][0], lines[0])
 
 
 # path: the table reads each must keep (a changed or dropped read fails, whatever it was replaced with)
 REQUIRED_READS = {
-    'roles/engine/vars/main.yml': ['kv_connector: "{{ __engine_upstream.connector }}"',
+    'roles/engine/vars/main.yml': ['(__engine_kv_keys.connector, __engine_upstream.connector)',
                                    '__engine_upstream: "{{ engine_vllm_ascend_version | default(\'\') '
                                    '| vllm_pd.ascend.pd_release_facts(newest=true) }}"'],
     'roles/engine/tasks/files.yml': ['__engine_help_argv + [__engine_upstream.cli_lists_flags]'],
@@ -102,7 +234,7 @@ REQUIRED_READS = {
     'roles/doctor/tasks/observe.yml': ["'--grep=' ~ __doctor_upstream.kv_log_grep"],
     'roles/benchmark/tasks/main.yml': ["'--grep=' ~ __benchmark_upstream.kv_log_grep"],
 }
-for _role in ('proxy', 'doctor', 'benchmark'):
+for _role in ('proxy', 'doctor', 'benchmark', 'prefill', 'decode'):
     REQUIRED_READS['roles/%s/vars/main.yml' % _role] = [
         '__%s_upstream: "{{ vllm_pd_vllm_ascend_version | default(\'\') | vllm_pd.ascend.pd_release_facts(newest=true) }}"' % _role]
 

@@ -41,9 +41,13 @@ _METRICS_COMMON = (
 _PROXY_PATH = 'examples/disaggregated_prefill_v1/load_balance_proxy_server_example.py'
 _PROXY_FLAGS = ('--host', '--port', '--prefiller-hosts', '--prefiller-ports', '--decoder-hosts',
                 '--decoder-ports', '--max-retries', '--retry-delay')
+# the proxy options the proxy role renders (the example proxy's and the Mooncake wheel's proxy have each)
+_PROXY_ARGV_FLAGS = dict(host='--host', port='--port', prefiller_hosts='--prefiller-hosts',
+                         prefiller_ports='--prefiller-ports', decoder_hosts='--decoder-hosts', decoder_ports='--decoder-ports')
 _PROXY_WAIT_FLAGS = ('--max-waiting-retries', '--waiting-retry-interval')
 _PROXY_HEALTH = '/healthcheck'
-_PROXY_ROUTES = ('/v1/completions', '/v1/chat/completions', _PROXY_HEALTH)
+_COMPLETIONS = '/v1/completions'
+_PROXY_ROUTES = (_COMPLETIONS, '/v1/chat/completions', _PROXY_HEALTH)
 _ADMIN_ADD, _ADMIN_REMOVE = '/instances/add', '/instances/remove'
 _ADMIN_ROUTES = (_ADMIN_ADD, _ADMIN_REMOVE)
 _KV_LINE_HEAD = 'KV cache transfer for request'
@@ -51,6 +55,16 @@ _KV_LINE_TOOK = (_KV_LINE_HEAD + ' %s took %.2f ms. '
                  'local_ip %s local_device_id %s remote_session_id %s')
 _KV_LINE_GROUPS = (_KV_LINE_HEAD + ' %s took %.2f ms (%d groups, %d blocks). '
                    'local_ip %s local_device_id %s remote_session_id %s')
+# Facts the same in every release of the table (tests/contract asserts each against every release's source).
+_SERVE_FLAGS = dict(host='--host', port='--port', tensor_parallel_size='--tensor-parallel-size',
+                    data_parallel_size='--data-parallel-size', data_parallel_address='--data-parallel-address',
+                    data_parallel_rpc_port='--data-parallel-rpc-port', kv_transfer_config='--kv-transfer-config',
+                    shutdown_timeout='--shutdown-timeout')
+_KV_CONFIG_KEYS = dict(connector='kv_connector', role='kv_role', port='kv_port', extra_config='kv_connector_extra_config')
+_KV_ROLES = dict(prefill='kv_producer', decode='kv_consumer')
+_ENGINE_ENV = dict(hccl_if_ip='HCCL_IF_IP', gloo_socket_ifname='GLOO_SOCKET_IFNAME', tp_socket_ifname='TP_SOCKET_IFNAME',
+                   hccl_socket_ifname='HCCL_SOCKET_IFNAME', visible_devices='ASCEND_RT_VISIBLE_DEVICES')
+_ENGINE_ROUTES = dict(health='/health', models='/v1/models', metrics='/metrics', completions=_COMPLETIONS)
 _MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
 _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 
@@ -65,12 +79,15 @@ def _release(**facts):
         mooncake_wheel=None,
         proxy_path=_PROXY_PATH,
         proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS,
+        proxy_argv_flags=_PROXY_ARGV_FLAGS,
         proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES,
         proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances'),
         # the routes the roles call: the health probe and the admin add (an add of no instance lists the members)
         proxy_health_route=_PROXY_HEALTH,
         proxy_add_route=_ADMIN_ADD,
         proxy_remove_route=_ADMIN_REMOVE,
+        # the route the smoke test sends its request to (the proxy's, as the engine's: engine_routes)
+        proxy_completions_route=_COMPLETIONS,
         # the proxy-global count of requests in flight (an attribute of its state; a /healthcheck key where listed)
         proxy_count_key='request_num',
         # the option of `vllm serve` / `vllm bench serve` that lists every flag
@@ -79,9 +96,21 @@ def _release(**facts):
         # the start of the KV transfer line, what the doctor, the benchmark and the smoke grep the journal for
         kv_log_grep=_KV_LINE_HEAD,
         metrics=_METRICS_COMMON,
+        # the gauges of requests running and waiting on an engine: what the drain probes and proxy_member.py read
+        busy_gauges=_METRICS_COMMON[:2],
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
                            'decode.tp_size', 'decode.dp_size', 'decode.pp_size'),
+        # the `vllm serve` options the engine role renders (vLLM engine/arg_utils.py, entrypoints/openai/cli_args.py)
+        serve_flags=_SERVE_FLAGS,
+        # the kv-transfer-config fields the engine role renders (vLLM KVTransferConfig) and its kv_role values
+        kv_config_keys=_KV_CONFIG_KEYS,
+        kv_roles=_KV_ROLES,
+        # what the engine env file sets besides host_ip_env, read by native code (CANN HCCL and runtime, torch
+        # gloo and TensorPipe), not by vLLM's Python: tests/contract NATIVE_ENV says which reads each
+        engine_env_names=_ENGINE_ENV,
+        # the engine's own routes the roles call (vLLM's OpenAI server; /metrics is its Prometheus mount)
+        engine_routes=_ENGINE_ROUTES,
         # keys of the `vllm bench serve` result file (benchmarks/serve.py) the benchmark reads that it lacks
         bench_result_missing=(),
     )

@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env, parallel
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
 
@@ -53,8 +54,9 @@ def parse_launch(argv, environ):
         kv = _flag(rest, ('--kv-transfer-config',))
         if kv:
             kv = json.loads(kv)
-            out['kv_extra'] = kv.get('kv_connector_extra_config')
-            out['kv_role'] = kv.get('kv_role')
+            keys = releases.runtime(None)['kv_config_keys']
+            out['kv_extra'] = kv.get(keys['extra_config'])
+            out['kv_role'] = kv.get(keys['role'])
     except ValueError as exc:
         out['error'] = 'cannot read the launch settings: %s' % exc
     return out

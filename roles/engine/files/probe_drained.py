@@ -4,6 +4,7 @@ import urllib.request
 
 # On a host the role puts these module_utils in front of this script (filter pd_host_script).
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 
 # probe_drained.py KIND METRICS_URL TIMEOUT [D_METRICS_URL ...]: wait, within this one call, until an
 # instance already out of the proxy has nothing in flight; print one line: drained, gone: WHY (the
@@ -15,7 +16,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text im
 #           idle, each D of the cluster must read num_requests_waiting 0 in a sample taken GRACE s
 #           later or after.
 # /metrics needs no API key: vLLM guards only /v1, /v2 and /inference (serve/utils/server_utils.py).
-GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+# (running, waiting): the release table's busy_gauges (the same in every release it knows)
+GAUGES = runtime(None)["busy_gauges"]
+WAITING = GAUGES[1]
 GRACE = 1.0
 POLL = 0.5
 
@@ -52,7 +55,7 @@ def main(argv):
     if kind == "prefill":
         time.sleep(GRACE)
         for d_url in argv[4:]:
-            pulled = wait(d_url, lambda g: g["vllm:num_requests_waiting"] == 0, deadline,
+            pulled = wait(d_url, lambda g: g[WAITING] == 0, deadline,
                           "%s still waits for KV (P %s)" % (d_url, url))
             if pulled and pulled.startswith("busy"):
                 return pulled

@@ -8,6 +8,7 @@ import urllib.request
 
 # On a host the role puts these module_utils in front of this script (filter pd_host_script).
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import api_key_of_file
 
 # proxy_member.py leave|prove|join URL KIND HOST:PORT MARKER [...]: one member of a proxy with the admin API
@@ -65,7 +66,8 @@ TIMEOUT = 60
 # host they can take seconds to answer
 ADMIN_TIMEOUT = 30
 LEAK_GAP = 3.0
-GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+# the running and waiting gauges of an engine: the release table's busy_gauges (the same in every release it knows)
+GAUGES = runtime(None)["busy_gauges"]
 OTHER = {"prefill": "decode", "decode": "prefill"}
 UNIT = "vllm-pd-proxy.service"
 
