@@ -935,22 +935,52 @@ def test_runtime_literals(upstream):
         assert re.search(r"""(?:\.get|\.post|Mount)\(\s*["']%s["']""" % re.escape(route), served), route
 
 
+def _table_reads(tree, name):
+    """The keys NAME["key"] (NAME a module-level copy of a release entry) reads in TREE."""
+    return {n.slice.value for n in ast.walk(tree) if isinstance(n, ast.Subscript) and getattr(n.value, 'id', None) == name
+            and isinstance(n.slice, ast.Constant)}
+
+
 def test_proxy_member_script(upstream):
-    """roles/proxy/files/proxy_member.py (a host script: it runs with the proxy's Python, without the collection)
-    uses the table's proxy routes and count key and only metrics vLLM exports (test_metrics)."""
+    """roles/proxy/files/proxy_member.py (a host script: pd_host_script puts the table in front of it) reads the
+    proxy's routes, its count key and the listener's options from the table (UP: the newest supported release's
+    facts), names no route of its own but FastAPI's /openapi.json, and reads only the count key of /healthcheck."""
     tree = uc.parse(ROOT / 'roles/proxy/files/proxy_member.py')
-    routes = uc.str_constants(tree, r'/[a-z_/.]+')
+    assert sorted(uc.str_constants(tree, r'/[a-z_/.]+') - {'/openapi.json'}) == []
+    assert {'proxy_health_route', 'proxy_add_route', 'proxy_remove_route', 'proxy_completions_route', 'proxy_count_key',
+            'proxy_wait_flags', 'engine_routes', 'busy_gauges'} <= _table_reads(tree, 'UP')
+    read = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and uc.call_name(node.comparators[0]) == 'healthcheck':
+            read.add(ast.unparse(node.left))
+        if uc.call_name(node) == 'get' and uc.call_name(node.func.value) == 'healthcheck' and node.args:
+            read.add(ast.unparse(node.args[0]))
+    assert read == {'COUNT'}
     entry = upstream.entry
     if entry['proxy_remove'] is None:
         return
-    known = {entry['proxy_health_route'], entry['proxy_add_route'], entry['proxy_remove_route'], '/openapi.json'}
-    assert sorted(routes - known - set(entry['engine_routes'].values())) == []
-    assert {entry['proxy_health_route'], entry['proxy_add_route']} <= routes
-    read = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and uc.call_name(node.comparators[0]) == 'healthcheck':
-            read.add(node.left.value)
-        if (uc.call_name(node) == 'get' and uc.call_name(node.func.value) == 'healthcheck' and node.args
-                and isinstance(node.args[0], ast.Constant)):
-            read.add(node.args[0].value)
-    assert read == {entry['proxy_count_key']}
+    # the release's proxy has the options the script reads and the routes it calls (test_runtime_literals)
+    assert set(entry['proxy_wait_flags'].values()) <= uc.add_argument_flags(upstream.proxy)
+
+
+def test_proxy_wait_flags(upstream):
+    """proxy_wait_flags are the example proxy's listener options, where it has the admin API, with the defaults
+    proxy_member.py assumes when the running proxy's command line has none."""
+    entry = upstream.entry
+    flags = uc.add_argument_flags(upstream.proxy)
+    has_admin = set(releases._ADMIN_ROUTES) <= set(entry['proxy_routes'])
+    if entry['proxy_wait_flags'] is None:
+        assert not has_admin and not set(releases._PROXY_WAIT.values()) & flags
+        return
+    assert has_admin and set(entry['proxy_wait_flags'].values()) <= flags
+    script = uc.parse(ROOT / 'roles/proxy/files/proxy_member.py')
+    assumed = {ast.unparse(c.args[0]): c.args[1].value for c in ast.walk(script)
+               if uc.call_name(c) == 'flag' and len(c.args) == 2 and isinstance(c.args[1], ast.Constant)}
+    defaults = {}
+    for c in ast.walk(uc.parse(upstream.proxy)):
+        if uc.call_name(c) == 'add_argument' and c.args and isinstance(c.args[0], ast.Constant):
+            for k in c.keywords:
+                if k.arg == 'default' and isinstance(k.value, ast.Constant):
+                    defaults[c.args[0].value] = k.value.value
+    for key, flag in entry['proxy_wait_flags'].items():
+        assert assumed.get('wait[%r]' % key) == defaults.get(flag), flag

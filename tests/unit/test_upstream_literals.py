@@ -26,7 +26,7 @@ TABLE = 'plugins/module_utils/common/releases.py'
 
 # The keys of a release whose values are what the code sends to, or reads from, upstream.
 UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 'proxy_routes', 'proxy_health_route',
-                 'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'cli_lists_flags', 'kv_log_grep',
+                 'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'proxy_wait_flags', 'cli_lists_flags', 'kv_log_grep',
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank')
 
@@ -106,9 +106,6 @@ plugins/module_utils/common/port_windows.py | env | port-window variables a user
 plugins/module_utils/model/pd_consistency.py | env | HCCL variables of the user's engine env P and D must set alike; roles render none
 plugins/module_utils/common/secrets.py | env VLLM_API_KEY | the API key a user sets in the engine env
 roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | CANN's log directory, read from the user's engine env to find the logs
-roles/proxy/files/proxy_member.py | route | host script, with no release at hand; test_proxy_member_script
-roles/proxy/files/proxy_member.py | name request_num | host script, with no release at hand; test_proxy_member_script
-roles/proxy/files/proxy_member.py | flag | reads the running proxy's options from its /proc cmdline (0.23: proxy_flags)
 plugins/module_utils/verify/bench_kv.py | line KV cache transfer for request | the parser of the line; test_kv_log_line parses every release's format with it
 plugins/module_utils/verify/bench_kv.py | metric | read on the controller from /metrics text; test_metrics
 plugins/module_utils/doctor/doctor_metrics.py | metric | the doctor's fallback chains of names; test_metrics

@@ -44,7 +44,8 @@ _PROXY_FLAGS = ('--host', '--port', '--prefiller-hosts', '--prefiller-ports', '-
 # the proxy options the proxy role renders (the example proxy's and the Mooncake wheel's proxy have each)
 _PROXY_ARGV_FLAGS = dict(host='--host', port='--port', prefiller_hosts='--prefiller-hosts',
                          prefiller_ports='--prefiller-ports', decoder_hosts='--decoder-hosts', decoder_ports='--decoder-ports')
-_PROXY_WAIT_FLAGS = ('--max-waiting-retries', '--waiting-retry-interval')
+_PROXY_WAIT = dict(retries='--max-waiting-retries', interval='--waiting-retry-interval')
+_PROXY_WAIT_FLAGS = (_PROXY_WAIT['retries'], _PROXY_WAIT['interval'])
 _PROXY_HEALTH = '/healthcheck'
 _COMPLETIONS = '/v1/completions'
 _PROXY_ROUTES = (_COMPLETIONS, '/v1/chat/completions', _PROXY_HEALTH)
@@ -90,6 +91,9 @@ def _release(**facts):
         proxy_completions_route=_COMPLETIONS,
         # the proxy-global count of requests in flight (an attribute of its state; a /healthcheck key where listed)
         proxy_count_key='request_num',
+        # the options of the admin API's listener (its probes of an added member: how many, how far apart) that
+        # proxy_member.py reads from the running proxy's command line (None: a proxy without the admin API)
+        proxy_wait_flags=_PROXY_WAIT,
         # the option of `vllm serve` / `vllm bench serve` that lists every flag
         cli_lists_flags='--help=all',
         kv_log_level='INFO',
@@ -173,7 +177,7 @@ RELEASES = {
                'parallel terms in the port formula',
         vllm='0.11.0', mooncake='0.3.7.post2', cann='8.3.RC2', python=('3.9', '3.12'),
         connector_module=_MCV_OLD, port_terms=('tp',), pp_pcp='none',
-        proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES,
+        proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES, proxy_wait_flags=None,
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'decode.tp_size', 'decode.dp_size', 'use_ascend_direct'),
         bench_result_missing=('failed',),
         proxy_python='3.7', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),
