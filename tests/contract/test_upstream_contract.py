@@ -38,6 +38,9 @@ NATIVE_ENV = {
     'HCCL_IF_BASE_PORT': 'CANN HCCL: the first of its listen ports',
     'HCCL_RDMA_TIMEOUT': 'CANN HCCL: RDMA retransmission timeout exponent',
     'HCCL_RDMA_RETRY_CNT': 'CANN HCCL: RDMA retransmissions',
+    'HCCL_RDMA_TC': 'CANN HCCL: the RDMA traffic class',
+    'HCCL_RDMA_SL': 'CANN HCCL: the RDMA service level',
+    'ASCEND_PROCESS_LOG_PATH': 'CANN: the directory of its process logs (plog)',
     'ASCEND_RT_VISIBLE_DEVICES': 'CANN runtime: the NPUs the process sees',
     'ASCEND_BASE_PORT': "Mooncake's Ascend transport (C++, built with USE_ASCEND): the first ADXL port",
     'GLOO_SOCKET_IFNAME': 'torch.distributed gloo: the interface of its sockets',
@@ -46,6 +49,8 @@ NATIVE_ENV = {
 MOONCAKE_ENV = {
     'MC_MIN_RPC_PORT': 'Mooncake transfer engine: the low end of its RPC port range',
     'MC_MAX_RPC_PORT': 'Mooncake transfer engine: the high end of its RPC port range',
+    'MC_MIN_PRC_PORT': 'Mooncake transfer engine: the low end of its RPC port range, misspelled (all v0.3.9 reads)',
+    'MC_MAX_PRC_PORT': 'Mooncake transfer engine: the high end of its RPC port range, misspelled (all v0.3.9 reads)',
 }
 
 
@@ -220,6 +225,41 @@ def test_engine_env_names_of_the_table(upstream):
     names = set(upstream.entry['engine_env_names'].values())
     assert sorted(names - set(NATIVE_ENV)) == []
     assert names <= collection_engine_env(upstream.version)
+
+
+def _env_reads(tree_root, subdir):
+    """The names the Python under TREE_ROOT/SUBDIR reads from the environment by a literal name (os.getenv,
+    os.environ.get, os.environ[...])."""
+    return set(re.findall(r'''(?:getenv|environ\.get|environ\[)\(?\s*["'](%s)["']''' % ENV_NAME,
+                          _py_text(tree_root, subdir)))
+
+
+def _strings(value):
+    return [value] if isinstance(value, str) else [s for v in (value.values() if isinstance(value, dict) else value)
+                                                     for s in _strings(v)]
+
+
+def test_user_env_names(upstream):
+    """The variables of the user's engine env the checks read (window_env, pd_match_env, intra_roce_env,
+    api_key_env, log_path_env) are the release's: vLLM's server authenticates with its API key variable and
+    vllm-ascend reads the intra-RoCE switch from the environment; every other one is an env read of vLLM's or vllm-ascend's Python (0.23: HCCL_RDMA_TIMEOUT in
+    kv_transfer/utils/utils.py) or is read by native code (CANN: NATIVE_ENV; Mooncake's transfer engine: MOONCAKE_ENV,
+    found in the wheel's engine.so where the release pins one)."""
+    entry = upstream.entry
+    python = _env_reads(upstream.vl, 'vllm') | _env_reads(upstream.va, 'vllm_ascend')
+    # vLLM's API key: a variable of vllm/envs.py that its OpenAI server authenticates with (envs.NAME)
+    envs_py = (upstream.vl / 'vllm' / 'envs.py').read_text(encoding='utf-8')
+    assert re.search(r'''environ\.get\(\s*["']%s["']''' % entry['api_key_env'], envs_py)
+    assert 'envs.%s' % entry['api_key_env'] in _py_text(upstream.vl, 'vllm/entrypoints')
+    assert entry['intra_roce_env'] in _env_reads(upstream.va, 'vllm_ascend')
+    assert entry['intra_roce_env'] in entry['pd_match_env']
+    engine_so = (upstream.mc / 'mooncake' / 'engine.so').read_bytes() if upstream.mc else None
+    names = set(_strings(entry['window_env'])) | set(entry['pd_match_env']) | {entry['log_path_env']}
+    for name in sorted(names - python):
+        if name in MOONCAKE_ENV:
+            assert engine_so is None or name.encode() in engine_so, name
+        else:
+            assert name in NATIVE_ENV, name
 
 
 def test_abort_env(upstream):

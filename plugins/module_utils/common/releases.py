@@ -66,6 +66,16 @@ _KV_ROLES = dict(prefill='kv_producer', decode='kv_consumer')
 _ENGINE_ENV = dict(hccl_if_ip='HCCL_IF_IP', gloo_socket_ifname='GLOO_SOCKET_IFNAME', tp_socket_ifname='TP_SOCKET_IFNAME',
                    hccl_socket_ifname='HCCL_SOCKET_IFNAME', visible_devices='ASCEND_RT_VISIBLE_DEVICES')
 _ENGINE_ROUTES = dict(health='/health', models='/v1/models', metrics='/metrics', completions=_COMPLETIONS)
+# Variables of the user's engine env (vllm_pd_engine_env, prefill_env, decode_env) the checks read; the roles render
+# none of them. The port windows the Ascend transports bind from (common/port_windows.py): ADXL's base (Mooncake's
+# Ascend transport), the Transfer Engine's RPC range (Mooncake reads MC_*_RPC_PORT, and its misspelled MC_*_PRC_PORT,
+# the only one v0.3.9 reads: both honoured, the correct spelling first) and HCCL's first listen port.
+_WINDOW_ENV = dict(adxl_base='ASCEND_BASE_PORT', te_rpc_min=('MC_MIN_RPC_PORT', 'MC_MIN_PRC_PORT'),
+                   te_rpc_max=('MC_MAX_RPC_PORT', 'MC_MAX_PRC_PORT'), hccl_base='HCCL_IF_BASE_PORT')
+_INTRA_ROCE = 'HCCL_INTRA_ROCE_ENABLE'
+# RoCE between P and D must use the same transport, retransmit timing and traffic class/service level
+# (model/pd_consistency.py)
+_PD_MATCH_ENV = (_INTRA_ROCE, 'HCCL_RDMA_TIMEOUT', 'HCCL_RDMA_RETRY_CNT', 'HCCL_RDMA_TC', 'HCCL_RDMA_SL')
 _MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
 _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 
@@ -113,6 +123,14 @@ def _release(**facts):
         # what the engine env file sets besides host_ip_env, read by native code (CANN HCCL and runtime, torch
         # gloo and TensorPipe), not by vLLM's Python: tests/contract NATIVE_ENV says which reads each
         engine_env_names=_ENGINE_ENV,
+        # variables of the user's engine env the checks read (tests/contract: read by vLLM's or vllm-ascend's Python,
+        # or by the native code NATIVE_ENV and MOONCAKE_ENV name): the port-window variables, the ones P and D must
+        # set alike, the one that sends KV of P and D on one host over RoCE, vLLM's API key and CANN's log directory
+        window_env=_WINDOW_ENV,
+        pd_match_env=_PD_MATCH_ENV,
+        intra_roce_env=_INTRA_ROCE,
+        api_key_env='VLLM_API_KEY',
+        log_path_env='ASCEND_PROCESS_LOG_PATH',
         # the engine's own routes the roles call (vLLM's OpenAI server; /metrics is its Prometheus mount)
         engine_routes=_ENGINE_ROUTES,
         # keys of the `vllm bench serve` result file (benchmarks/serve.py) the benchmark reads that it lacks
