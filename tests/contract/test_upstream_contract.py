@@ -235,8 +235,9 @@ def _env_reads(tree_root, subdir):
 
 
 def _strings(value):
-    return [value] if isinstance(value, str) else [s for v in (value.values() if isinstance(value, dict) else value)
-                                                     for s in _strings(v)]
+    if isinstance(value, str):
+        return [value]
+    return [s for v in (value.values() if isinstance(value, dict) else value) for s in _strings(v)]
 
 
 def test_user_env_names(upstream):

@@ -104,14 +104,12 @@ plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message nam
 plugins/module_utils/common/check_names.py | env | a check's description names them
 plugins/module_utils/verify/loadgen.py | route /v1/completions | the default endpoint of the load generator (an option of pd_bench, run on the bench host)
 plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
-roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | log_path_env; the file is being restructured on another branch (read __upstream.log_path_env there after it lands)
+roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | log_path_env; restructured on another branch: read it there
 plugins/module_utils/verify/bench_kv.py | line KV cache transfer for request | the parser of the line; test_kv_log_line parses every release's format with it
 plugins/module_utils/verify/bench_kv.py | metric | read on the controller from /metrics text; test_metrics
 plugins/module_utils/doctor/doctor_metrics.py | metric | the doctor's fallback chains of names; test_metrics
-plugins/module_utils/verify/file_sd.py | route /healthcheck | Prometheus file_sd target path; test_runtime_literals
-plugins/module_utils/guard/start_guard.py | env | host script (the start guard); test_engine_env
 plugins/module_utils/doctor/doctor_ | env | names read in /proc environ on the host; test_engine_env
-plugins/module_utils/inventory/ | env | names the inventory rules know (users may not set, abort names); test_engine_env, test_abort_env
+plugins/module_utils/inventory/engine_env.py | env | both abort-timeout names (test_abort_env), the transfer-timeout rule's (test_engine_env)
 """
 ALLOWED = dict(((where.strip(), what.strip()), why.strip())
                for where, what, why in (line.split('|', 2) for line in _ALLOWED.strip('\n').split('\n')))
