@@ -38,6 +38,9 @@ NATIVE_ENV = {
     'HCCL_IF_BASE_PORT': 'CANN HCCL: the first of its listen ports',
     'HCCL_RDMA_TIMEOUT': 'CANN HCCL: RDMA retransmission timeout exponent',
     'HCCL_RDMA_RETRY_CNT': 'CANN HCCL: RDMA retransmissions',
+    'HCCL_RDMA_TC': 'CANN HCCL: the RDMA traffic class',
+    'HCCL_RDMA_SL': 'CANN HCCL: the RDMA service level',
+    'ASCEND_PROCESS_LOG_PATH': 'CANN: the directory of its process logs (plog)',
     'ASCEND_RT_VISIBLE_DEVICES': 'CANN runtime: the NPUs the process sees',
     'ASCEND_BASE_PORT': "Mooncake's Ascend transport (C++, built with USE_ASCEND): the first ADXL port",
     'GLOO_SOCKET_IFNAME': 'torch.distributed gloo: the interface of its sockets',
@@ -46,6 +49,8 @@ NATIVE_ENV = {
 MOONCAKE_ENV = {
     'MC_MIN_RPC_PORT': 'Mooncake transfer engine: the low end of its RPC port range',
     'MC_MAX_RPC_PORT': 'Mooncake transfer engine: the high end of its RPC port range',
+    'MC_MIN_PRC_PORT': 'Mooncake transfer engine: the low end of its RPC port range, misspelled (all v0.3.9 reads)',
+    'MC_MAX_PRC_PORT': 'Mooncake transfer engine: the high end of its RPC port range, misspelled (all v0.3.9 reads)',
 }
 
 
@@ -220,6 +225,42 @@ def test_engine_env_names_of_the_table(upstream):
     names = set(upstream.entry['engine_env_names'].values())
     assert sorted(names - set(NATIVE_ENV)) == []
     assert names <= collection_engine_env(upstream.version)
+
+
+def _env_reads(tree_root, subdir):
+    """The names the Python under TREE_ROOT/SUBDIR reads from the environment by a literal name (os.getenv,
+    os.environ.get, os.environ[...])."""
+    return set(re.findall(r'''(?:getenv|environ\.get|environ\[)\(?\s*["'](%s)["']''' % ENV_NAME,
+                          _py_text(tree_root, subdir)))
+
+
+def _strings(value):
+    if isinstance(value, str):
+        return [value]
+    return [s for v in (value.values() if isinstance(value, dict) else value) for s in _strings(v)]
+
+
+def test_user_env_names(upstream):
+    """The variables of the user's engine env the checks read (window_env, pd_match_env, intra_roce_env,
+    api_key_env, log_path_env) are the release's: vLLM's server authenticates with its API key variable and
+    vllm-ascend reads the intra-RoCE switch from the environment; every other one is an env read of vLLM's or vllm-ascend's Python (0.23: HCCL_RDMA_TIMEOUT in
+    kv_transfer/utils/utils.py) or is read by native code (CANN: NATIVE_ENV; Mooncake's transfer engine: MOONCAKE_ENV,
+    found in the wheel's engine.so where the release pins one)."""
+    entry = upstream.entry
+    python = _env_reads(upstream.vl, 'vllm') | _env_reads(upstream.va, 'vllm_ascend')
+    # vLLM's API key: a variable of vllm/envs.py that its OpenAI server authenticates with (envs.NAME)
+    envs_py = (upstream.vl / 'vllm' / 'envs.py').read_text(encoding='utf-8')
+    assert re.search(r'''environ\.get\(\s*["']%s["']''' % entry['api_key_env'], envs_py)
+    assert 'envs.%s' % entry['api_key_env'] in _py_text(upstream.vl, 'vllm/entrypoints')
+    assert entry['intra_roce_env'] in _env_reads(upstream.va, 'vllm_ascend')
+    assert entry['intra_roce_env'] in entry['pd_match_env']
+    engine_so = (upstream.mc / 'mooncake' / 'engine.so').read_bytes() if upstream.mc else None
+    names = set(_strings(entry['window_env'])) | set(entry['pd_match_env']) | {entry['log_path_env']}
+    for name in sorted(names - python):
+        if name in MOONCAKE_ENV:
+            assert engine_so is None or name.encode() in engine_so, name
+        else:
+            assert name in NATIVE_ENV, name
 
 
 def test_abort_env(upstream):
@@ -935,22 +976,52 @@ def test_runtime_literals(upstream):
         assert re.search(r"""(?:\.get|\.post|Mount)\(\s*["']%s["']""" % re.escape(route), served), route
 
 
+def _table_reads(tree, name):
+    """The keys NAME["key"] (NAME a module-level copy of a release entry) reads in TREE."""
+    return {n.slice.value for n in ast.walk(tree) if isinstance(n, ast.Subscript) and getattr(n.value, 'id', None) == name
+            and isinstance(n.slice, ast.Constant)}
+
+
 def test_proxy_member_script(upstream):
-    """roles/proxy/files/proxy_member.py (a host script: it runs with the proxy's Python, without the collection)
-    uses the table's proxy routes and count key and only metrics vLLM exports (test_metrics)."""
+    """roles/proxy/files/proxy_member.py (a host script: pd_host_script puts the table in front of it) reads the
+    proxy's routes, its count key and the listener's options from the table (UP: the newest supported release's
+    facts), names no route of its own but FastAPI's /openapi.json, and reads only the count key of /healthcheck."""
     tree = uc.parse(ROOT / 'roles/proxy/files/proxy_member.py')
-    routes = uc.str_constants(tree, r'/[a-z_/.]+')
+    assert sorted(uc.str_constants(tree, r'/[a-z_/.]+') - {'/openapi.json'}) == []
+    assert {'proxy_health_route', 'proxy_add_route', 'proxy_remove_route', 'proxy_completions_route', 'proxy_count_key',
+            'proxy_wait_flags', 'engine_routes', 'busy_gauges'} <= _table_reads(tree, 'UP')
+    read = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and uc.call_name(node.comparators[0]) == 'healthcheck':
+            read.add(ast.unparse(node.left))
+        if uc.call_name(node) == 'get' and uc.call_name(node.func.value) == 'healthcheck' and node.args:
+            read.add(ast.unparse(node.args[0]))
+    assert read == {'COUNT'}
     entry = upstream.entry
     if entry['proxy_remove'] is None:
         return
-    known = {entry['proxy_health_route'], entry['proxy_add_route'], entry['proxy_remove_route'], '/openapi.json'}
-    assert sorted(routes - known - set(entry['engine_routes'].values())) == []
-    assert {entry['proxy_health_route'], entry['proxy_add_route']} <= routes
-    read = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant) and uc.call_name(node.comparators[0]) == 'healthcheck':
-            read.add(node.left.value)
-        if (uc.call_name(node) == 'get' and uc.call_name(node.func.value) == 'healthcheck' and node.args
-                and isinstance(node.args[0], ast.Constant)):
-            read.add(node.args[0].value)
-    assert read == {entry['proxy_count_key']}
+    # the release's proxy has the options the script reads and the routes it calls (test_runtime_literals)
+    assert set(entry['proxy_wait_flags'].values()) <= uc.add_argument_flags(upstream.proxy)
+
+
+def test_proxy_wait_flags(upstream):
+    """proxy_wait_flags are the example proxy's listener options, where it has the admin API, with the defaults
+    proxy_member.py assumes when the running proxy's command line has none."""
+    entry = upstream.entry
+    flags = uc.add_argument_flags(upstream.proxy)
+    has_admin = set(releases._ADMIN_ROUTES) <= set(entry['proxy_routes'])
+    if entry['proxy_wait_flags'] is None:
+        assert not has_admin and not set(releases._PROXY_WAIT.values()) & flags
+        return
+    assert has_admin and set(entry['proxy_wait_flags'].values()) <= flags
+    script = uc.parse(ROOT / 'roles/proxy/files/proxy_member.py')
+    assumed = {ast.unparse(c.args[0]): c.args[1].value for c in ast.walk(script)
+               if uc.call_name(c) == 'flag' and len(c.args) == 2 and isinstance(c.args[1], ast.Constant)}
+    defaults = {}
+    for c in ast.walk(uc.parse(upstream.proxy)):
+        if uc.call_name(c) == 'add_argument' and c.args and isinstance(c.args[0], ast.Constant):
+            for k in c.keywords:
+                if k.arg == 'default' and isinstance(k.value, ast.Constant):
+                    defaults[c.args[0].value] = k.value.value
+    for key, flag in entry['proxy_wait_flags'].items():
+        assert assumed.get('wait[%r]' % key) == defaults.get(flag), flag

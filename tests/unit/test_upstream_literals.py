@@ -26,9 +26,10 @@ TABLE = 'plugins/module_utils/common/releases.py'
 
 # The keys of a release whose values are what the code sends to, or reads from, upstream.
 UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 'proxy_routes', 'proxy_health_route',
-                 'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'cli_lists_flags', 'kv_log_grep',
+                 'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'proxy_wait_flags', 'cli_lists_flags', 'kv_log_grep',
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
-                 'abort_env', 'dense_dp_keeps_rank')
+                 'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
+                 'log_path_env')
 
 
 def _strings(value):
@@ -50,7 +51,8 @@ def table_values():
             value = entry.get(key)
             if isinstance(value, dict):
                 for sub, v in value.items():
-                    out.setdefault(v, '%s.%s' % (key, sub))
+                    for s in _strings(v):
+                        out.setdefault(s, '%s.%s' % (key, sub))
             else:
                 for v in _strings(value):
                     out.setdefault(v, key)
@@ -102,20 +104,12 @@ plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message nam
 plugins/module_utils/common/check_names.py | env | a check's description names them
 plugins/module_utils/verify/loadgen.py | route /v1/completions | the default endpoint of the load generator (an option of pd_bench, run on the bench host)
 plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
-plugins/module_utils/common/port_windows.py | env | port-window variables a user may set in the engine env; the roles render none
-plugins/module_utils/model/pd_consistency.py | env | HCCL variables of the user's engine env P and D must set alike; roles render none
-plugins/module_utils/common/secrets.py | env VLLM_API_KEY | the API key a user sets in the engine env
-roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | CANN's log directory, read from the user's engine env to find the logs
-roles/proxy/files/proxy_member.py | route | host script, with no release at hand; test_proxy_member_script
-roles/proxy/files/proxy_member.py | name request_num | host script, with no release at hand; test_proxy_member_script
-roles/proxy/files/proxy_member.py | flag | reads the running proxy's options from its /proc cmdline (0.23: proxy_flags)
+roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | log_path_env; restructured on another branch: read it there
 plugins/module_utils/verify/bench_kv.py | line KV cache transfer for request | the parser of the line; test_kv_log_line parses every release's format with it
 plugins/module_utils/verify/bench_kv.py | metric | read on the controller from /metrics text; test_metrics
 plugins/module_utils/doctor/doctor_metrics.py | metric | the doctor's fallback chains of names; test_metrics
-plugins/module_utils/verify/file_sd.py | route /healthcheck | Prometheus file_sd target path; test_runtime_literals
-plugins/module_utils/guard/start_guard.py | env | host script (the start guard); test_engine_env
 plugins/module_utils/doctor/doctor_ | env | names read in /proc environ on the host; test_engine_env
-plugins/module_utils/inventory/ | env | names the inventory rules know (users may not set, abort names); test_engine_env, test_abort_env
+plugins/module_utils/inventory/engine_env.py | env | both abort-timeout names (test_abort_env), the transfer-timeout rule's (test_engine_env)
 """
 ALLOWED = dict(((where.strip(), what.strip()), why.strip())
                for where, what, why in (line.split('|', 2) for line in _ALLOWED.strip('\n').split('\n')))

@@ -10,6 +10,8 @@ window variables), the preflight (filter pd_port_windows), the start guard and t
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
+
 DEFAULT_ASCEND_BASE_PORT = 20000
 # vLLM-Ascend doc table width (Mooncake v0.3.7 used dev_id*1000); newer
 # Mooncake uses 100 per device, so 1000 is the conservative upper bound.
@@ -19,10 +21,12 @@ TE_RPC_RANGE = (15000, 17000)
 HCCL_RANGE = (60000, 60031)
 # HCCL takes HCCL_IF_BASE_PORT and the next ports: 16 on older CANN, 32 on newer (vllm-ascend PD doc).
 HCCL_PORTS = 32
-# The engine environment variables that move a window (Mooncake reads MC_*_RPC_PORT; v0.3.9 reads only the
-# misspelled MC_*_PRC_PORT, so both are honoured, the correct spelling first).
-WINDOW_ENV = ('ASCEND_BASE_PORT', 'MC_MIN_RPC_PORT', 'MC_MAX_RPC_PORT', 'MC_MIN_PRC_PORT', 'MC_MAX_PRC_PORT',
-              'HCCL_IF_BASE_PORT')
+# The engine environment variables that move a window: the release table's window_env (the same in every release
+# it knows; Mooncake reads MC_*_RPC_PORT, v0.3.9 only the misspelled MC_*_PRC_PORT, so both are honoured, the
+# correct spelling first).
+_ENV = runtime(None)['window_env']
+WINDOW_ENV = ((_ENV['adxl_base'],) + _ENV['te_rpc_min'][:1] + _ENV['te_rpc_max'][:1] + _ENV['te_rpc_min'][1:]
+              + _ENV['te_rpc_max'][1:] + (_ENV['hccl_base'],))
 
 
 def adxl_window(base_port, npu_count, ports_per_npu=ADXL_PORTS_PER_NPU):
@@ -61,16 +65,17 @@ def reserved_windows(env=None, npu_count=DEFAULT_NPU_COUNT):
     variables that were set. ValueError names the variable whose value is not a port or gives an empty range.
     """
     env = env or {}
-    base, b_name = _env_port(env, ('ASCEND_BASE_PORT',), DEFAULT_ASCEND_BASE_PORT)
-    te_lo, lo_name = _env_port(env, ('MC_MIN_RPC_PORT', 'MC_MIN_PRC_PORT'), TE_RPC_RANGE[0])
-    te_hi, hi_name = _env_port(env, ('MC_MAX_RPC_PORT', 'MC_MAX_PRC_PORT'), TE_RPC_RANGE[1])
+    base, b_name = _env_port(env, (_ENV['adxl_base'],), DEFAULT_ASCEND_BASE_PORT)
+    te_lo, lo_name = _env_port(env, _ENV['te_rpc_min'], TE_RPC_RANGE[0])
+    te_hi, hi_name = _env_port(env, _ENV['te_rpc_max'], TE_RPC_RANGE[1])
     if te_hi < te_lo:
         raise ValueError('%s=%d is below %s=%d in the engine environment: the Transfer Engine RPC range is empty'
-                         % (hi_name or 'MC_MAX_RPC_PORT (default)', te_hi, lo_name or 'MC_MIN_RPC_PORT (default)', te_lo))
-    hccl, h_name = _env_port(env, ('HCCL_IF_BASE_PORT',), HCCL_RANGE[0])
+                         % (hi_name or _ENV['te_rpc_max'][0] + ' (default)', te_hi,
+                            lo_name or _ENV['te_rpc_min'][0] + ' (default)', te_lo))
+    hccl, h_name = _env_port(env, (_ENV['hccl_base'],), HCCL_RANGE[0])
     if hccl + HCCL_PORTS - 1 > 65535:
-        raise ValueError('HCCL_IF_BASE_PORT=%d in the engine environment leaves no room for the %d ports HCCL takes '
-                         '(at most %d)' % (hccl, HCCL_PORTS, 65536 - HCCL_PORTS))
+        raise ValueError('%s=%d in the engine environment leaves no room for the %d ports HCCL takes '
+                         '(at most %d)' % (_ENV['hccl_base'], hccl, HCCL_PORTS, 65536 - HCCL_PORTS))
     adxl = adxl_window(base, npu_count)
     if adxl and adxl[1] > 65535:
         adxl = (adxl[0], 65535)

@@ -44,7 +44,8 @@ _PROXY_FLAGS = ('--host', '--port', '--prefiller-hosts', '--prefiller-ports', '-
 # the proxy options the proxy role renders (the example proxy's and the Mooncake wheel's proxy have each)
 _PROXY_ARGV_FLAGS = dict(host='--host', port='--port', prefiller_hosts='--prefiller-hosts',
                          prefiller_ports='--prefiller-ports', decoder_hosts='--decoder-hosts', decoder_ports='--decoder-ports')
-_PROXY_WAIT_FLAGS = ('--max-waiting-retries', '--waiting-retry-interval')
+_PROXY_WAIT = dict(retries='--max-waiting-retries', interval='--waiting-retry-interval')
+_PROXY_WAIT_FLAGS = (_PROXY_WAIT['retries'], _PROXY_WAIT['interval'])
 _PROXY_HEALTH = '/healthcheck'
 _COMPLETIONS = '/v1/completions'
 _PROXY_ROUTES = (_COMPLETIONS, '/v1/chat/completions', _PROXY_HEALTH)
@@ -65,6 +66,16 @@ _KV_ROLES = dict(prefill='kv_producer', decode='kv_consumer')
 _ENGINE_ENV = dict(hccl_if_ip='HCCL_IF_IP', gloo_socket_ifname='GLOO_SOCKET_IFNAME', tp_socket_ifname='TP_SOCKET_IFNAME',
                    hccl_socket_ifname='HCCL_SOCKET_IFNAME', visible_devices='ASCEND_RT_VISIBLE_DEVICES')
 _ENGINE_ROUTES = dict(health='/health', models='/v1/models', metrics='/metrics', completions=_COMPLETIONS)
+# Variables of the user's engine env (vllm_pd_engine_env, prefill_env, decode_env) the checks read; the roles render
+# none of them. The port windows the Ascend transports bind from (common/port_windows.py): ADXL's base (Mooncake's
+# Ascend transport), the Transfer Engine's RPC range (Mooncake reads MC_*_RPC_PORT, and its misspelled MC_*_PRC_PORT,
+# the only one v0.3.9 reads: both honoured, the correct spelling first) and HCCL's first listen port.
+_WINDOW_ENV = dict(adxl_base='ASCEND_BASE_PORT', te_rpc_min=('MC_MIN_RPC_PORT', 'MC_MIN_PRC_PORT'),
+                   te_rpc_max=('MC_MAX_RPC_PORT', 'MC_MAX_PRC_PORT'), hccl_base='HCCL_IF_BASE_PORT')
+_INTRA_ROCE = 'HCCL_INTRA_ROCE_ENABLE'
+# RoCE between P and D must use the same transport, retransmit timing and traffic class/service level
+# (model/pd_consistency.py)
+_PD_MATCH_ENV = (_INTRA_ROCE, 'HCCL_RDMA_TIMEOUT', 'HCCL_RDMA_RETRY_CNT', 'HCCL_RDMA_TC', 'HCCL_RDMA_SL')
 _MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
 _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 
@@ -90,6 +101,9 @@ def _release(**facts):
         proxy_completions_route=_COMPLETIONS,
         # the proxy-global count of requests in flight (an attribute of its state; a /healthcheck key where listed)
         proxy_count_key='request_num',
+        # the options of the admin API's listener (its probes of an added member: how many, how far apart) that
+        # proxy_member.py reads from the running proxy's command line (None: a proxy without the admin API)
+        proxy_wait_flags=_PROXY_WAIT,
         # the option of `vllm serve` / `vllm bench serve` that lists every flag
         cli_lists_flags='--help=all',
         kv_log_level='INFO',
@@ -109,6 +123,14 @@ def _release(**facts):
         # what the engine env file sets besides host_ip_env, read by native code (CANN HCCL and runtime, torch
         # gloo and TensorPipe), not by vLLM's Python: tests/contract NATIVE_ENV says which reads each
         engine_env_names=_ENGINE_ENV,
+        # variables of the user's engine env the checks read (tests/contract: read by vLLM's or vllm-ascend's Python,
+        # or by the native code NATIVE_ENV and MOONCAKE_ENV name): the port-window variables, the ones P and D must
+        # set alike, the one that sends KV of P and D on one host over RoCE, vLLM's API key and CANN's log directory
+        window_env=_WINDOW_ENV,
+        pd_match_env=_PD_MATCH_ENV,
+        intra_roce_env=_INTRA_ROCE,
+        api_key_env='VLLM_API_KEY',
+        log_path_env='ASCEND_PROCESS_LOG_PATH',
         # the engine's own routes the roles call (vLLM's OpenAI server; /metrics is its Prometheus mount)
         engine_routes=_ENGINE_ROUTES,
         # keys of the `vllm bench serve` result file (benchmarks/serve.py) the benchmark reads that it lacks
@@ -173,7 +195,7 @@ RELEASES = {
                'parallel terms in the port formula',
         vllm='0.11.0', mooncake='0.3.7.post2', cann='8.3.RC2', python=('3.9', '3.12'),
         connector_module=_MCV_OLD, port_terms=('tp',), pp_pcp='none',
-        proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES,
+        proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES, proxy_wait_flags=None,
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'decode.tp_size', 'decode.dp_size', 'use_ascend_direct'),
         bench_result_missing=('failed',),
         proxy_python='3.7', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),

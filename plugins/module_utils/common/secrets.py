@@ -18,11 +18,13 @@ import errno
 import fnmatch
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.env_file import parse_env_file
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 
 # Values of these names are secret unless the operator says otherwise (vllm_pd_secret_env_names adds names).
 DEFAULT_PATTERNS = ('*_KEY', '*_TOKEN', '*_SECRET', '*PASSWORD*')
 HIDDEN = '<hidden>'
-ENGINE_KEY = 'VLLM_API_KEY'
+# the variable vLLM reads its API key from (the release table's api_key_env, the same in every release it knows)
+ENGINE_KEY = runtime(None)['api_key_env']
 PROXY_KEY = 'OPENAI_API_KEY'
 GUARDED_PREFIX = ('/v1', '/v2', '/inference')
 

@@ -37,6 +37,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_free imp
     bound_holders, check_free, owner_predicate, snapshot,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import reserved_windows
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.ip_addr import parse_ip_addr
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
     format_port_list, merge_ranges, port_group, ports_to_ranges, range_findings, span,
@@ -239,7 +240,7 @@ def reserve_again(cfg, ops):
 
 def run(cfg, env, ops, log, wait=wait_for_address):
     """The guard itself: returns the exit status; log(line) writes one journal line."""
-    host_ip = env.get('VLLM_HOST_IP') or cfg['host_ip']
+    host_ip = env.get(runtime(None)['host_ip_env']) or cfg['host_ip']
     if not host_ip:
         log('%s: refused to start %s: no address to check (VLLM_HOST_IP unset in the environment file and no '
             'host_ip in the guard configuration); fix: run deploy_pd.yml again' % (PREFIX, cfg['unit']))

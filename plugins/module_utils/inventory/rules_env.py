@@ -11,22 +11,29 @@ __metaclass__ = type
 import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import WINDOW_ENV
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import ENGINE_KEY
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.engine_env import ABORT_MOONCAKE, ABORT_NIXL
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_runtime import CONTROL
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import Finding, _engine_env, _is_port, hfind, is_list, show
 
 ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # What the engine role writes into every env file: an override in vllm_pd_engine_env would
-# replace the pinned address (field report, fault 1) or the NPU selection.
+# replace the pinned address (field report, fault 1) or the NPU selection. The names are the release table's
+# (host_ip_env, engine_env_names: the same in every release it knows) and both abort-timeout names.
+_UP = runtime(None)
+_NAMES = _UP["engine_env_names"]
+_ADDRESS = "vllm_pd_host_ip (or vllm_pd_network / vllm_pd_interface)"
+_INTERFACE = "vllm_pd_interface (or vllm_pd_host_ip / vllm_pd_network)"
 PINNED_ENV = {
-    "VLLM_HOST_IP": "vllm_pd_host_ip (or vllm_pd_network / vllm_pd_interface)",
-    "HCCL_IF_IP": "vllm_pd_host_ip (or vllm_pd_network / vllm_pd_interface)",
-    "GLOO_SOCKET_IFNAME": "vllm_pd_interface (or vllm_pd_host_ip / vllm_pd_network)",
-    "TP_SOCKET_IFNAME": "vllm_pd_interface (or vllm_pd_host_ip / vllm_pd_network)",
-    "HCCL_SOCKET_IFNAME": "vllm_pd_interface (or vllm_pd_host_ip / vllm_pd_network)",
-    "ASCEND_RT_VISIBLE_DEVICES": "prefill_devices / decode_devices",
-    "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "vllm_pd_abort_request_timeout",
-    "VLLM_NIXL_ABORT_REQUEST_TIMEOUT": "vllm_pd_abort_request_timeout",
+    _UP["host_ip_env"]: _ADDRESS,
+    _NAMES["hccl_if_ip"]: _ADDRESS,
+    _NAMES["gloo_socket_ifname"]: _INTERFACE,
+    _NAMES["tp_socket_ifname"]: _INTERFACE,
+    _NAMES["hccl_socket_ifname"]: _INTERFACE,
+    _NAMES["visible_devices"]: "prefill_devices / decode_devices",
+    ABORT_MOONCAKE: "vllm_pd_abort_request_timeout",
+    ABORT_NIXL: "vllm_pd_abort_request_timeout",
 }
 ENV_VARS = ("vllm_pd_engine_env", "prefill_env", "decode_env")
 

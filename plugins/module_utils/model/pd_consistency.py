@@ -18,6 +18,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
 
 # The checked settings: name -> (vllm serve flag, type). Typed variables vllm_pd_NAME (per side
@@ -57,7 +58,9 @@ EQUAL_RULES = (('served_model_name', SERVED_NAME_MISMATCH), ('dtype', DTYPE_MISM
 # Engine variables that must be equal on P and D: RoCE between the two ends must use the same
 # transport (HCCL_INTRA_ROCE_ENABLE), retransmit timing and traffic class/service level, or the
 # transfer times out or is dropped by the fabric's QoS (ascend-node-facts §5, §6).
-MUST_MATCH_ENV = ('HCCL_INTRA_ROCE_ENABLE', 'HCCL_RDMA_TIMEOUT', 'HCCL_RDMA_RETRY_CNT', 'HCCL_RDMA_TC', 'HCCL_RDMA_SL')
+# The release table's pd_match_env and intra_roce_env (the same in every release it knows).
+MUST_MATCH_ENV = runtime(None)['pd_match_env']
+INTRA_ROCE = runtime(None)['intra_roce_env']
 DEFAULTS_SHOWN = {'block_size': 'unset (platform default 128)', 'kv_cache_dtype': 'unset (auto, the model dtype)',
                   'dtype': 'unset (auto)', 'quantization': 'unset (none or from config.json)',
                   'speculative_config': 'unset (no speculative decoding)', 'served_model_name': 'unset (the model path)',
@@ -281,12 +284,12 @@ def intra_roce_findings(engines):
     out = []
     for p, d in _pairs(engines):
         same = p['host'] == d['host'] or (p.get('address') and p.get('address') == d.get('address'))
-        if same and (_env(p, 'HCCL_INTRA_ROCE_ENABLE') != '1' or _env(d, 'HCCL_INTRA_ROCE_ENABLE') != '1'):
-            out.append(_finding(INTRA_ROCE_MISSING, 'prefill and decode both run on %s, but HCCL_INTRA_ROCE_ENABLE is %s for '
+        if same and (_env(p, INTRA_ROCE) != '1' or _env(d, INTRA_ROCE) != '1'):
+            out.append(_finding(INTRA_ROCE_MISSING, 'prefill and decode both run on %s, but %s is %s for '
                                 'prefill and %s for decode; on one host the transfer needs RoCE. Fix: set '
-                                'HCCL_INTRA_ROCE_ENABLE: "1" in vllm_pd_engine_env' % (
-                                    p['host'] if p['host'] == d['host'] else p['host'] + ' and ' + d['host'],
-                                    _env(p, 'HCCL_INTRA_ROCE_ENABLE') or 'unset', _env(d, 'HCCL_INTRA_ROCE_ENABLE') or 'unset'),
+                                '%s: "1" in vllm_pd_engine_env' % (
+                                    p['host'] if p['host'] == d['host'] else p['host'] + ' and ' + d['host'], INTRA_ROCE,
+                                    _env(p, INTRA_ROCE) or 'unset', _env(d, INTRA_ROCE) or 'unset', INTRA_ROCE),
                                 p, d))
     return out
 

@@ -14,8 +14,11 @@ Pure: the plan in, plain data out.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
+
 JOBS = ('vllm_pd_prefill', 'vllm_pd_decode', 'vllm_pd_proxy')
-PROXY_PATH = '/healthcheck'
+# the proxy's health route the blackbox probe asks (the release table's, the same in every release it knows)
+PROXY_PATH = runtime(None)['proxy_health_route']
 
 
 def endpoint(address, port):

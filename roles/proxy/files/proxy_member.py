@@ -66,8 +66,14 @@ TIMEOUT = 60
 # host they can take seconds to answer
 ADMIN_TIMEOUT = 30
 LEAK_GAP = 3.0
-# the running and waiting gauges of an engine: the release table's busy_gauges (the same in every release it knows)
-GAUGES = runtime(None)["busy_gauges"]
+# what it sends to and reads from the proxy and the engines: the release table's facts of the newest supported
+# release (its routes, count key, options and gauges are the same in every release with the admin API)
+UP = runtime(None)
+# the running and waiting gauges of an engine
+GAUGES = UP["busy_gauges"]
+# the proxy-global count of requests in flight, a key of its /healthcheck where the release has it (0.23)
+COUNT = UP["proxy_count_key"]
+ADMIN = {"add": UP["proxy_add_route"], "remove": UP["proxy_remove_route"]}
 OTHER = {"prefill": "decode", "decode": "prefill"}
 UNIT = "vllm-pd-proxy.service"
 
@@ -129,13 +135,13 @@ def get_json(url, timeout=ADMIN_TIMEOUT):
 
 
 def healthcheck(url):
-    return get_json(url + "/healthcheck")
+    return get_json(url + UP["proxy_health_route"])
 
 
 def lists(url):
     """{"prefill": [...], "decode": [...]} as the proxy lists them."""
     body = json.dumps({"type": "prefill", "instances": []}).encode()
-    req = urllib.request.Request(url + "/instances/add", data=body, headers={"Content-Type": "application/json"},
+    req = urllib.request.Request(url + ADMIN["add"], data=body, headers={"Content-Type": "application/json"},
                                  method="POST")
     with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
         answer = json.load(r)
@@ -152,7 +158,7 @@ def busy_members(listed):
     out = []
     for member in listed["prefill"] + listed["decode"]:
         try:
-            with urllib.request.urlopen("http://%s/metrics" % member, timeout=10) as r:
+            with urllib.request.urlopen("http://%s%s" % (member, UP["engine_routes"]["metrics"]), timeout=10) as r:
                 if gauges(r.read().decode("utf-8", "replace")):
                     out.append(member)
         except (OSError, ValueError) as exc:
@@ -166,7 +172,7 @@ def health(url, gap=LEAK_GAP, sleep=time.sleep):
     for read in range(2):
         if read:
             sleep(gap)
-        count = healthcheck(url).get("request_num")
+        count = healthcheck(url).get(COUNT)
         if not count:
             return "ok", count or 0
         if busy_members(lists(url)):
@@ -177,7 +183,7 @@ def health(url, gap=LEAK_GAP, sleep=time.sleep):
 def readd_untaints(url):
     """Whether an add of a listed, isolated member un-taints it (the 0.18.0 proxy, whose /healthcheck has no
     request_num), not a no-op (0.23)."""
-    return "request_num" not in healthcheck(url)
+    return COUNT not in healthcheck(url)
 
 
 def routes(url):
@@ -185,7 +191,7 @@ def routes(url):
         paths = get_json(url + "/openapi.json").get("paths", {})
     except (OSError, ValueError):
         return None
-    return "/instances/add" in paths and "/instances/remove" in paths
+    return ADMIN["add"] in paths and ADMIN["remove"] in paths
 
 
 def proxy_key(pid):
@@ -201,7 +207,7 @@ def proxy_key(pid):
 
 def answers_models(member, pid):
     """Whether MEMBER answers GET /v1/models as the proxy's own probe asks it (5 s, its bearer token)."""
-    req = urllib.request.Request("http://%s/v1/models" % member,
+    req = urllib.request.Request("http://%s%s" % (member, UP["engine_routes"]["models"]),
                                  headers={"Authorization": "Bearer %s" % proxy_key(pid)})
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
@@ -222,13 +228,14 @@ def drop_deadline(pid):
     def flag(name, default):
         return float(argv[argv.index(name) + 1]) if name in argv[:-1] else default
     # each probe may take its 5 s timeout; one pass of slack
-    return (flag("--max-waiting-retries", 3) + 1) * (flag("--waiting-retry-interval", 10) + 5)
+    wait = UP["proxy_wait_flags"]
+    return (flag(wait["retries"], 3) + 1) * (flag(wait["interval"], 10) + 5)
 
 
 def call(url, mode, kind, member):
     """/instances/MODE of MEMBER (None: of nothing, which only reads the lists) -> the members of KIND listed after it."""
     body = json.dumps({"type": kind, "instances": [member] if member else []}).encode()
-    req = urllib.request.Request("%s/instances/%s" % (url, mode), data=body,
+    req = urllib.request.Request(url + ADMIN[mode], data=body,
                                  headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
         answer = json.load(r)
@@ -312,7 +319,7 @@ def post(url, body, key=""):
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = "Bearer " + key
-    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(), headers=headers, method="POST")
+    req = urllib.request.Request(url + UP["proxy_completions_route"], data=json.dumps(body).encode(), headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
             return r.status, json.load(r)
@@ -383,7 +390,7 @@ def restart(url, timeout, desired, clock=time.monotonic, sleep=time.sleep):
         missing = [m for m in members if m not in listed[kind]]
         if missing:
             body = json.dumps({"type": kind, "instances": missing}).encode()
-            req = urllib.request.Request(url + "/instances/add", data=body,
+            req = urllib.request.Request(url + ADMIN["add"], data=body,
                                          headers={"Content-Type": "application/json"}, method="POST")
             urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT).close()
     wait_until = clock() + drop_deadline(proxy_pid())
@@ -419,7 +426,7 @@ def main(argv):
             print(json.dumps({"state": "no-proxy"}))
         elif argv[0] == "health":
             state, count = health(url)
-            print(json.dumps({"state": state, "request_num": count}))
+            print(json.dumps({"state": state, COUNT: count}))
         else:
             state, listed = restart(url, float(argv[2]), json.loads(argv[3]))
             print(json.dumps({"state": state, "listed": listed}))
