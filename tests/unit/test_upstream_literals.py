@@ -104,7 +104,6 @@ plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message nam
 plugins/module_utils/common/check_names.py | env | a check's description names them
 plugins/module_utils/verify/loadgen.py | route /v1/completions | the default endpoint of the load generator (an option of pd_bench, run on the bench host)
 plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
-roles/preflight/tasks/host.yml | env ASCEND_PROCESS_LOG_PATH | log_path_env; restructured on another branch: read it there
 plugins/module_utils/verify/bench_kv.py | line KV cache transfer for request | the parser of the line; test_kv_log_line parses every release's format with it
 plugins/module_utils/verify/bench_kv.py | metric | read on the controller from /metrics text; test_metrics
 plugins/module_utils/doctor/doctor_metrics.py | metric | the doctor's fallback chains of names; test_metrics
