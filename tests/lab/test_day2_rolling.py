@@ -102,7 +102,7 @@ def under_load(lab, inv_lab, what, *args, expect_rc=0, rate=RATE, concurrency=No
     print(f"\n{what}: completed {result['completed']} failed {result['failed']} in {result['duration_s']:.1f} s "
           f"({result['request_throughput']:.2f} req/s); e2el p99 {result['e2el_ms']['p99']} ms, "
           f"ttft p99 {result['ttft_ms']['p99']} ms; errors {result['errors'][:3]}")
-    assert (r.returncode == 0) == (expect_rc == 0), r.stdout[-6000:]
+    assert (r.returncode == 0) == (expect_rc == 0), Lab.failures(r) if r.returncode else r.stdout[-6000:]
     assert result["failed"] == 0, result["errors"]
     assert result["completed"] >= 50, result
     return r
