@@ -86,14 +86,25 @@ def _is_service_unit(unit):
     return unit not in ('init.scope',) and not unit.startswith('user@')
 
 
+# States a TCP socket reaches only after its process closed it: the kernel finishes them alone (within
+# tcp_fin_timeout), no process holds them, and nothing can stop them.
+CLOSED_BY_ITS_PROCESS = frozenset(['FIN_WAIT1', 'FIN_WAIT2', 'CLOSING', 'LAST_ACK'])
+
+
 def split_holders(holders, is_owner):
-    """(held by the owner, the others); is_owner None means there is no owner to tell apart."""
+    """(held by the owner, the others); is_owner None means there is no owner to tell apart.
+
+    A connection with no process on a port the owner itself listens on counts as the owner's: a connection
+    its listener accepted and closed (under traffic, a running engine's group always has some), not a holder
+    to name or stop."""
     if is_owner is None:
         return [], list(holders)
     owned, others = [], []
     for h in holders:
         (owned if is_owner(h) else others).append(h)
-    return owned, others
+    listened = set(h['port'] for h in owned if h['state'] == 'LISTEN')
+    closed = [h for h in others if not h.get('pids') and h['state'] in CLOSED_BY_ITS_PROCESS and h['port'] in listened]
+    return owned + closed, [h for h in others if h not in closed]
 
 
 def parse_stop_services(items):
