@@ -103,8 +103,11 @@ def split_holders(holders, is_owner):
     for h in holders:
         (owned if is_owner(h) else others).append(h)
     listened = set(h['port'] for h in owned if h['state'] == 'LISTEN')
-    closed = [h for h in others if not h.get('pids') and h['state'] in CLOSED_BY_ITS_PROCESS and h['port'] in listened]
-    return owned + closed, [h for h in others if h not in closed]
+    holding = []
+    for h in others:
+        closed = not h.get('pids') and h['state'] in CLOSED_BY_ITS_PROCESS and h['port'] in listened
+        (owned if closed else holding).append(h)
+    return owned, holding
 
 
 def parse_stop_services(items):
