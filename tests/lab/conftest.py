@@ -206,7 +206,7 @@ class Lab:
     def failures(result, limit=6000):
         """The failed tasks of a playbook's output, first failure first, then its recap: a tail of a long run loses
         the first failure (a host that failed early, and the cluster gate that stopped the others after it)."""
-        run, _, recap = result.stdout.rpartition("PLAY RECAP")
+        run, _sep, recap = result.stdout.rpartition("PLAY RECAP")
         failed = "\n".join(t for t in re.split(r"\n(?=TASK \[)", run) if re.search(r"^(fatal|failed): ", t, re.M))
         return failed[:limit] + "\nPLAY RECAP" + recap
 
