@@ -81,3 +81,52 @@ def reserved_windows(env=None, npu_count=DEFAULT_NPU_COUNT):
         adxl = (adxl[0], 65535)
     return dict(ascend_base_port=base, adxl=adxl, te_rpc=(te_lo, te_hi), hccl=(hccl, hccl + HCCL_PORTS - 1),
                 moved=[n for n in (b_name, lo_name, hi_name, h_name) if n])
+
+
+def merge_ranges(ranges):
+    """Merge overlapping or adjacent (lo, hi) ranges."""
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def format_port_list(ranges):
+    """A kernel port list of (lo, hi) ranges: [(80, 80), (90, 99)] -> '80,90-99'."""
+    return ','.join(str(lo) if lo == hi else '%d-%d' % (lo, hi) for lo, hi in merge_ranges(ranges))
+
+
+def ports_to_ranges(ports):
+    return merge_ranges((p, p) for p in ports)
+
+
+def span(ports):
+    """Ports as a short range list, e.g. '28002-28009'."""
+    return format_port_list(ports_to_ranges(ports))
+
+
+def window_checks(adxl, te_rpc, hccl):
+    """(check name, label, (lo, hi) or None, hint) of each window of reserved_windows: what the preflight's
+    kv_port_group check and the inventory rule (rule_group_windows) say of a group port inside one, under the names
+    vllm_pd_ignore_checks knows (check_names.py)."""
+    return [('AdxlWindow', 'AscendDirectTransport (ADXL/RDMA) window', adxl,
+             'Mooncake picks random listen ports there, so the bind fails intermittently with "Address '
+             'already in use"; use kv_port >= %d' % ((adxl[1] + 1) if adxl else 0)),
+            ('TeRpcRange', 'Mooncake Transfer Engine RPC range', te_rpc,
+             'the Transfer Engine binds a random port there (MC_MIN_RPC_PORT/MC_MAX_RPC_PORT); move kv_port'),
+            ('HcclRange', 'HCCL port range (HCCL_IF_BASE_PORT)', hccl, 'move kv_port or HCCL_IF_BASE_PORT')]
+
+
+def window_overlaps(ports, windows):
+    """[{check, ports, window, msg}] of the PORTS of a group that lie inside one of WINDOWS (window_checks)."""
+    findings = []
+    for check, label, window, hint in windows:
+        hit = [p for p in ports if window and window[0] <= p <= window[1]]
+        if hit:
+            findings.append(dict(check=check, ports=hit, window=list(window),
+                                 msg='port(s) %s of the group overlap the %s %d-%d; %s' % (span(hit), label, window[0],
+                                                                                         window[1], hint)))
+    return findings

@@ -9,7 +9,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_NPU_COUNT, HCCL_PORTS, WINDOW_ENV, reserved_windows
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import (
+    DEFAULT_NPU_COUNT, HCCL_PORTS, WINDOW_ENV, reserved_windows, window_checks, window_overlaps,
+)
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_parallel import _pp_pcp
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import (
@@ -124,6 +126,56 @@ def rule_host_layout(view):
                 yield hfind(view, h, kind + "_devices", "%s uses NPU %d but the host has vllm_pd_npu_count=%d "
                             "(ids 0-%d)" % (kind, max(ids), npus, npus - 1),
                             "lower tp/dp or set %s_devices" % kind)
+
+
+def _npus_at_least(view, h, served):
+    """The fewest NPUs host H can have: those its instances use (tp*pp*pcp per DP rank it serves, P and D apart)
+    and those its *_devices lists name."""
+    used, highest = 0, -1
+    for kind in view.kinds(h):
+        tp = view.int_of(h, "vllm_pd_%s_tp_size" % kind) or 1
+        used += group_bounds(0, tp, *_pp_pcp(view, h, kind), dp_size_local=len(served[kind])).size
+        ids = _ranks(view.get(h, kind + "_devices", [])) or []
+        highest = max([highest] + ids)
+    return max(used, highest + 1)
+
+
+def rule_group_windows(view):
+    """A prefill port group inside a window the Ascend transports bind from needs no host fact: it is named here,
+    before any host is contacted, with the findings (and check names, so vllm_pd_ignore_checks applies) of the
+    preflight's kv_port_group check (port_windows.window_checks). The ADXL window's width counts
+    vllm_pd_npu_count NPUs, else the fewest the host can have (_npus_at_least): the preflight reads the host's own
+    NPUs, which can only widen it."""
+    for h in view.prefill:
+        if view.get(h, "vllm_pd_state", "present") == "absent":
+            continue
+        kv_var = "prefill_kv_port" if view.has(h, "prefill_kv_port") else "vllm_pd_kv_port"
+        kv = view.int_of(h, kv_var)
+        served = {}
+        for kind in view.kinds(h):
+            dp = view.int_of(h, "vllm_pd_%s_dp_size" % kind, 1)
+            ranks = _ranks(view.get(h, "vllm_pd_%s_dp_ranks" % kind, []))
+            served[kind] = sorted(set(ranks or [])) or list(range(dp or 1))
+        tp = view.int_of(h, "vllm_pd_prefill_tp_size")
+        if not kv or not tp:
+            continue  # missing or not a number: rule_required / rule_numbers
+        counted = view.int_of(h, "vllm_pd_npu_count")
+        npus = counted or _npus_at_least(view, h, served)
+        env_var, _env = _engine_env(view, h, "prefill")
+        windows = _windows(view, h, "prefill", npus)
+        if windows is None:
+            continue  # a window value that is not a port: rule_engine_env, rule_port_windows
+        ports = []
+        for rank in served["prefill"]:
+            lo, hi = group_bounds(kv, tp, *_pp_pcp(view, h, "prefill"), dp_rank_start=rank)[:2]
+            ports += [p for p in range(lo, hi + 1) if p not in ports]
+        for f in window_overlaps(ports, window_checks(windows["adxl"], windows["te_rpc"], windows["hccl"])):
+            counts = "" if counted or f["check"] != "AdxlWindow" else (
+                " (the window counts %d NPUs, the fewest this host's instances use: set vllm_pd_npu_count to the "
+                "host's NPUs for the whole window)" % npus)
+            yield hfind(view, h, kv_var, "[%s] %s%s" % (f["check"], f["msg"], counts),
+                        "choose %s so the whole group lies outside the window, or move the window in %s"
+                        % (kv_var, env_var), f["check"])
 
 
 def _windows(view, h, kind, npus):

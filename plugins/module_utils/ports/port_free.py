@@ -17,7 +17,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import param
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import (
     blocker_fix, build_holders, describe_holder, normalize_unit, plan_stops, split_holders,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_ASCEND_BASE_PORT, DEFAULT_NPU_COUNT, adxl_window, window_checks
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import parse_port_list, port_group, range_findings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.sockets import classify, format_endpoint, is_wildcard
 
@@ -108,16 +108,7 @@ def parse_extra_reserved(items):
 
 def static_findings(ports, window, te_rpc_range, hccl_range, extra, sysctl_ranges):
     """Findings that need no socket: port range, reserved windows, ephemeral range -> (findings, reserved)."""
-    windows = [('AdxlWindow', 'AscendDirectTransport (ADXL/RDMA) window', window,
-                'Mooncake picks random listen ports there, so the bind fails intermittently with "Address '
-                'already in use"; use kv_port >= %d' % ((window[1] + 1) if window else 0))]
-    for name, key, label, hint in (
-            ('TeRpcRange', 'te_rpc_range', 'Mooncake Transfer Engine RPC range',
-             'the Transfer Engine binds a random port there (MC_MIN_RPC_PORT/MC_MAX_RPC_PORT); move kv_port'),
-            ('HcclRange', 'hccl_range', 'HCCL port range (HCCL_IF_BASE_PORT)', 'move kv_port or HCCL_IF_BASE_PORT')):
-        rng = P.port_range(key, te_rpc_range if key == 'te_rpc_range' else hccl_range)
-        if rng:
-            windows.append((name, label, rng, hint))
+    windows = window_checks(window, P.port_range('te_rpc_range', te_rpc_range), P.port_range('hccl_range', hccl_range))
     ephemeral, reserved = sysctl_ranges
     return range_findings(ports, windows, ephemeral, reserved, extra), reserved
 

@@ -14,6 +14,9 @@ import os
 import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import (
+    format_port_list, merge_ranges, ports_to_ranges, span, window_overlaps,
+)
 
 # The windows a group must avoid (ADXL, Transfer Engine RPC, HCCL) are decided in common/port_windows.py.
 DEFAULT_EPHEMERAL_RANGE = (32768, 60999)
@@ -41,26 +44,6 @@ def parse_port_list(text):
             lo, hi = hi, lo
         ranges.append((lo, hi))
     return merge_ranges(ranges)
-
-
-def merge_ranges(ranges):
-    """Merge overlapping or adjacent (lo, hi) ranges."""
-    out = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
-
-
-def format_port_list(ranges):
-    """Inverse of parse_port_list: [(80, 80), (90, 99)] -> '80,90-99'."""
-    return ','.join(str(lo) if lo == hi else '%d-%d' % (lo, hi) for lo, hi in merge_ranges(ranges))
-
-
-def ports_to_ranges(ports):
-    return merge_ranges((p, p) for p in ports)
 
 
 def parse_local_port_range(text):
@@ -97,15 +80,10 @@ def detect_npu_count(dev_root='/dev'):
                 if re.match(r'^davinci\d+$', os.path.basename(p))])
 
 
-def span(ports):
-    """Ports as a short range list, e.g. '28002-28009'."""
-    return format_port_list(ports_to_ranges(ports))
-
-
 def range_findings(ports, windows, ephemeral=None, reserved=None, extra_reserved=None):
     """Static checks of a port group (no sockets involved).
 
-    windows: list of (check_name, label, (lo, hi) or None, hint)
+    windows: port_windows.window_checks (check_name, label, (lo, hi) or None, hint)
     ephemeral: (lo, hi) of ip_local_port_range; reserved: [(lo, hi)].
     extra_reserved: [(lo, hi)] of API/proxy ports that must not be in the group.
     Returns a list of finding dicts {check, ports, msg}.
@@ -117,15 +95,7 @@ def range_findings(ports, windows, ephemeral=None, reserved=None, extra_reserved
             check='PortRange', ports=bad,
             msg='port(s) %s of the group are outside 1024-65535; pick a kv_port so that the whole '
                 'group %s fits (e.g. kv_port >= 28000 with 8 NPUs)' % (span(bad), span(ports))))
-    for check, label, window, hint in windows:
-        if not window:
-            continue
-        lo, hi = window
-        hit = [p for p in ports if lo <= p <= hi]
-        if hit:
-            findings.append(dict(
-                check=check, ports=hit, window=[lo, hi],
-                msg='port(s) %s of the group overlap the %s %d-%d; %s' % (span(hit), label, lo, hi, hint)))
+    findings += window_overlaps(ports, windows)
     if extra_reserved:
         hit = [p for p in ports if in_ranges(p, extra_reserved)]
         if hit:
