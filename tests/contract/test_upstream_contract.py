@@ -22,6 +22,8 @@ import upstream_code as uc
 from upstream_src import ROOT, upstream_tree
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.filter import pd_instances
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_findings, doctor_host, doctor_inspect
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_launch, doctor_metrics
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import engine_env
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import port_group as pg
@@ -198,6 +200,10 @@ def collection_engine_env(version):
                      str(p.relative_to(ROOT)) for p in (ROOT / 'plugins/module_utils/inventory').glob('rules_*.py')) + sorted(
                      str(p.relative_to(ROOT)) for p in (ROOT / 'plugins/module_utils/doctor').glob('doctor_*.py')):
         names |= uc.str_constants(uc.parse(ROOT / path), ENV_NAME)
+    # the names the doctor and the transfer-timeout rule read from the table
+    names |= set(doctor_host.NET_ENV) | set(doctor_launch.FIT_ENV) | {
+        doctor_findings.HOST_IP_ENV, doctor_findings.HCCL_IF_IP_ENV, doctor_inspect.HOST_IP_ENV,
+        engine_env.TRANSFER_TIMEOUT_ENV, engine_env.RDMA_TIMEOUT_ENV, engine_env.RDMA_RETRY_CNT_ENV}
     # the abort name of the other releases is not written for this one (the template asks engine_env)
     other = {engine_env.ABORT_MOONCAKE, engine_env.ABORT_NIXL} - set(engine_env.abort_timeout_names(version))
     return names - other
@@ -261,6 +267,21 @@ def test_user_env_names(upstream):
             assert engine_so is None or name.encode() in engine_so, name
         else:
             assert name in NATIVE_ENV, name
+
+
+def test_transfer_timeout_env(upstream):
+    """The table's transfer_timeout_env: the names vllm-ascend's get_transfer_timeout_value reads (os.getenv), with
+    the defaults of the transfer-timeout rule (engine_env) for the RDMA ones, also read by CANN HCCL (NATIVE_ENV)."""
+    names = upstream.entry['transfer_timeout_env']
+    assert (engine_env.TRANSFER_TIMEOUT_ENV, engine_env.RDMA_TIMEOUT_ENV, engine_env.RDMA_RETRY_CNT_ENV) == (
+        names['transfer'], names['rdma_timeout'], names['rdma_retry'])
+    source = _py_text(upstream.va, 'vllm_ascend')
+    fn = re.search(r'def get_transfer_timeout_value\(.*?\n(?=\S|\Z)', source, re.S)
+    assert fn, 'no get_transfer_timeout_value in vllm-ascend %s' % upstream.version
+    reads = dict(re.findall(r'''getenv\(\s*["'](%s)["']\s*,\s*["']?(\d*)["']?''' % ENV_NAME, fn.group(0)))
+    assert reads == {names['transfer']: '', names['rdma_timeout']: str(engine_env.RDMA_TIMEOUT_DEFAULT),
+                     names['rdma_retry']: str(engine_env.RDMA_RETRY_CNT_DEFAULT)}
+    assert {names['rdma_timeout'], names['rdma_retry']} <= set(NATIVE_ENV)
 
 
 def test_abort_env(upstream):
@@ -539,17 +560,17 @@ def collection_metrics():
                 for v in node:
                     walk(v)
         walk(json.loads(path.read_text(encoding='utf-8')))
-    doctor = uc.parse(ROOT / 'plugins/module_utils/doctor/doctor_metrics.py')
     for path in [ROOT / 'plugins/module_utils/doctor/doctor_metrics.py', ROOT / 'plugins/module_utils/verify/bench_kv.py'] \
             + sorted(ROOT.glob('roles/*/files/*.py')):
         for name in uc.str_constants(uc.parse(path), r'vllm:[a-z0-9_]+'):
             used.setdefault(name, path.name)
-    for node in ast.walk(doctor):
-        if isinstance(node, ast.Tuple):
-            names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                     and e.value.startswith('vllm:')]
-            if len(names) > 1:
-                chains.append(names)
+    # what the code reads (from the table's metric_names): the doctor's chains (one name: no fallback), the benchmark's
+    for _key, label, names in doctor_metrics.LATENCIES:
+        if len(names) > 1:
+            chains.append(list(names))
+        else:
+            used.setdefault(names[0], 'doctor_metrics.py %s' % label)
+    used.setdefault(bench_kv.SUCCESS_COUNTER, 'bench_kv.py SUCCESS_COUNTER')
     return used, chains
 
 
@@ -564,6 +585,10 @@ def test_metrics(upstream):
     # the host scripts' gauges (busy_gauges): exported, and gauges (no _total/_bucket series)
     assert set(upstream.entry['busy_gauges']) <= set(upstream.entry['metrics'])
     assert [_base(n) for n in upstream.entry['busy_gauges']] == list(upstream.entry['busy_gauges'])
+    # the table's metric_names: a name exported, a fallback chain (newest first) with its newest name exported
+    for role, names in sorted(upstream.entry['metric_names'].items()):
+        names = names if isinstance(names, tuple) else (names,)
+        assert _base(names[0]) in exported, '%s: %s' % (role, names[0])
     used, chains = collection_metrics()
     for chain in chains:
         assert any(_base(n) in exported for n in chain), 'no name of the fallback chain %s is exported' % chain

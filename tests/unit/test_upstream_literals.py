@@ -29,7 +29,7 @@ UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 
                  'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'proxy_wait_flags', 'cli_lists_flags', 'kv_log_grep',
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
-                 'log_path_env')
+                 'log_path_env', 'transfer_timeout_env', 'metric_names')
 
 
 def _strings(value):
@@ -104,11 +104,6 @@ plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message nam
 plugins/module_utils/common/check_names.py | env | a check's description names them
 plugins/module_utils/verify/loadgen.py | route /v1/completions | the default endpoint of the load generator (an option of pd_bench, run on the bench host)
 plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
-plugins/module_utils/verify/bench_kv.py | line KV cache transfer for request | the parser of the line; test_kv_log_line parses every release's format with it
-plugins/module_utils/verify/bench_kv.py | metric | read on the controller from /metrics text; test_metrics
-plugins/module_utils/doctor/doctor_metrics.py | metric | the doctor's fallback chains of names; test_metrics
-plugins/module_utils/doctor/doctor_ | env | names read in /proc environ on the host; test_engine_env
-plugins/module_utils/inventory/engine_env.py | env | both abort-timeout names (test_abort_env), the transfer-timeout rule's (test_engine_env)
 """
 ALLOWED = dict(((where.strip(), what.strip()), why.strip())
                for where, what, why in (line.split('|', 2) for line in _ALLOWED.strip('\n').split('\n')))

@@ -76,6 +76,15 @@ _INTRA_ROCE = 'HCCL_INTRA_ROCE_ENABLE'
 # RoCE between P and D must use the same transport, retransmit timing and traffic class/service level
 # (model/pd_consistency.py)
 _PD_MATCH_ENV = (_INTRA_ROCE, 'HCCL_RDMA_TIMEOUT', 'HCCL_RDMA_RETRY_CNT', 'HCCL_RDMA_TC', 'HCCL_RDMA_SL')
+# The transfer-timeout rule's variables (inventory/engine_env.py), read by vllm-ascend's get_transfer_timeout_value:
+# its transfer timeout (ms) and the RDMA retransmission timeout exponent and count (also read by CANN HCCL)
+_TRANSFER_TIMEOUT_ENV = dict(transfer='ASCEND_TRANSFER_TIMEOUT', rdma_timeout='HCCL_RDMA_TIMEOUT',
+                             rdma_retry='HCCL_RDMA_RETRY_CNT')
+# The vllm: metrics the doctor's latency page and the benchmark read, by role: a name, or a fallback chain (names it
+# has had, newest first; the first one an engine exports is read: vLLM 0.11 deprecated time_per_output_token)
+_METRIC_NAMES = dict(ttft='vllm:time_to_first_token_seconds',
+                     itl=('vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds'),
+                     e2el='vllm:e2e_request_latency_seconds', request_success='vllm:request_success_total')
 _MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
 _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 
@@ -110,6 +119,8 @@ def _release(**facts):
         # the start of the KV transfer line, what the doctor, the benchmark and the smoke grep the journal for
         kv_log_grep=_KV_LINE_HEAD,
         metrics=_METRICS_COMMON,
+        # the metrics the doctor and the benchmark read, by role (a name or a fallback chain, newest first)
+        metric_names=_METRIC_NAMES,
         # the gauges of requests running and waiting on an engine: what the drain probes and proxy_member.py read
         busy_gauges=_METRICS_COMMON[:2],
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
@@ -128,6 +139,7 @@ def _release(**facts):
         # set alike, the one that sends KV of P and D on one host over RoCE, vLLM's API key and CANN's log directory
         window_env=_WINDOW_ENV,
         pd_match_env=_PD_MATCH_ENV,
+        transfer_timeout_env=_TRANSFER_TIMEOUT_ENV,
         intra_roce_env=_INTRA_ROCE,
         api_key_env='VLLM_API_KEY',
         log_path_env='ASCEND_PROCESS_LOG_PATH',

@@ -12,6 +12,7 @@ Pure functions over plain data (the pd_doctor module's results).
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_logs
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_launch import cluster_fit_findings
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_npu import npu_findings
@@ -20,9 +21,13 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks i
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import span
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.zmtp import REMEDY
 
+# The variables the engine env file sets that step 1 reads (the table's host_ip_env and engine_env_names
+# hccl_if_ip: the same in every release it knows).
+HOST_IP_ENV = releases.runtime(None)['host_ip_env']
+HCCL_IF_IP_ENV = releases.runtime(None)['engine_env_names']['hccl_if_ip']
 STEPS = {
     0: 'inspection',
-    1: 'VLLM_HOST_IP',
+    1: HOST_IP_ENV,
     2: 'port group, NPU layer, P/D fit',
     3: 'reachability, MTU, logs, files',
 }
@@ -61,20 +66,20 @@ def _env_file_note(eng, want):
     f = eng.get('env_file')
     if f is None:
         return None
-    have = f.get('VLLM_HOST_IP')
-    return 'environment file: VLLM_HOST_IP=%s%s' % (
-        have if have else '(not set)', ' (right; the process predates it)' if have == want and eng.get('pid') else '')
+    have = f.get(HOST_IP_ENV)
+    return 'environment file: %s=%s%s' % (
+        HOST_IP_ENV, have if have else '(not set)', ' (right; the process predates it)' if have == want and eng.get('pid') else '')
 
 
 def _restart_fix(eng, want, kind):
-    f = (eng.get('env_file') or {}).get('VLLM_HOST_IP')
+    f = (eng.get('env_file') or {}).get(HOST_IP_ENV)
     order = 'restart P before D' if kind == 'prefill' else 'D only needs a restart of itself'
     if f == want and eng.get('pid'):
-        return ('the environment file already has VLLM_HOST_IP=%s but the running process was started before it: '
-                'systemctl restart %s (%s)' % (want, eng['unit'], order))
-    return ('set VLLM_HOST_IP=%s (the inventory address) in the environment of %s: rerun playbooks/deploy_pd.yml, '
+        return ('the environment file already has %s=%s but the running process was started before it: '
+                'systemctl restart %s (%s)' % (HOST_IP_ENV, want, eng['unit'], order))
+    return ('set %s=%s (the inventory address) in the environment of %s: rerun playbooks/deploy_pd.yml, '
             'which writes it to /etc/vllm-pd/%s.env from vllm_pd_network / vllm_pd_host_ip, or export it in the '
-            'start script; then restart the unit (%s)' % (want, eng['unit'], kind, order))
+            'start script; then restart the unit (%s)' % (HOST_IP_ENV, want, eng['unit'], kind, order))
 
 
 def _host_ip_findings(cl, name, host, eng):
@@ -90,15 +95,15 @@ def _host_ip_findings(cl, name, host, eng):
                         'run the doctor with become (root) so /proc/PID/environ can be read', kind)]
     if env is None:
         return out
-    value = env.get('VLLM_HOST_IP') or ''
+    value = env.get(HOST_IP_ENV) or ''
     adv = eng.get('advertised') or {}
     if not value:
-        ev = ['%s: VLLM_HOST_IP is not set' % where]
+        ev = ['%s: %s is not set' % (where, HOST_IP_ENV)]
         if adv.get('address'):
             ev.append('vLLM auto-detects instead: %s (%s)' % (adv['address'], adv.get('source')))
         ev.append(_env_file_note(eng, want) if eng.get('pid') else None)
         out.append(finding(cl, name, 1, 'HostIpUnset', 'critical',
-                           'VLLM_HOST_IP is not set for the %s engine on %s' % (kind, name), ev,
+                           '%s is not set for the %s engine on %s' % (HOST_IP_ENV, kind, name), ev,
                            _restart_fix(eng, want, kind), kind))
         return out
     if addrs and value not in addrs:
@@ -106,24 +111,24 @@ def _host_ip_findings(cl, name, host, eng):
                  '(pick the host\'s inter-node NIC address) and redeploy' if value == want else
                  _restart_fix(eng, want, kind))
         out.append(finding(cl, name, 1, 'HostIpNotLocal', 'critical',
-                           'VLLM_HOST_IP=%s is not an address of %s' % (value, name),
-                           ['%s: VLLM_HOST_IP=%s' % (where, value), 'addresses of %s: %s' % (name, ', '.join(addrs)),
+                           '%s=%s is not an address of %s' % (HOST_IP_ENV, value, name),
+                           ['%s: %s=%s' % (where, HOST_IP_ENV, value), 'addresses of %s: %s' % (name, ', '.join(addrs)),
                             'vLLM cannot bind it ("Cannot assign requested address") or binds nothing D can reach'],
                            blame, kind))
     elif want and value != want:
         out.append(finding(cl, name, 1, 'HostIpMismatch', 'critical',
-                           'VLLM_HOST_IP=%s on %s is not the inventory address %s' % (value, name, want),
-                           ['%s: VLLM_HOST_IP=%s' % (where, value),
+                           '%s=%s on %s is not the inventory address %s' % (HOST_IP_ENV, value, name, want),
+                           ['%s: %s=%s' % (where, HOST_IP_ENV, value),
                             'inventory address (vllm_pd_address): %s on %s' % (
                                 want, (host.get('address') or {}).get('interface')),
                             _env_file_note(eng, want) if eng.get('pid') else None],
                            _restart_fix(eng, want, kind), kind))
-    hccl = env.get('HCCL_IF_IP')
+    hccl = env.get(HCCL_IF_IP_ENV)
     if hccl and want and hccl != want and value == want:
         out.append(finding(cl, name, 1, 'HcclIfIp', 'warning',
-                           'HCCL_IF_IP=%s differs from VLLM_HOST_IP=%s on %s' % (hccl, value, name),
-                           ['%s: HCCL_IF_IP=%s' % (where, hccl)],
-                           'set HCCL_IF_IP to the same inter-node address (deploy_pd.yml writes both)', kind))
+                           '%s=%s differs from %s=%s on %s' % (HCCL_IF_IP_ENV, hccl, HOST_IP_ENV, value, name),
+                           ['%s: %s=%s' % (where, HCCL_IF_IP_ENV, hccl)],
+                           'set %s to the same inter-node address (deploy_pd.yml writes both)' % HCCL_IF_IP_ENV, kind))
     return out
 
 
@@ -280,7 +285,7 @@ def _fit_findings(cl, members, hosts):
     for name in members:
         for eng in (hosts[name].get('inspect') or {}).get('engines') or []:
             engines.append(dict(host=name, kind=eng['kind'], launch=eng.get('launch'),
-                                address=(eng.get('env') or {}).get('VLLM_HOST_IP')
+                                address=(eng.get('env') or {}).get(HOST_IP_ENV)
                                 or (hosts[name].get('address') or {}).get('address')))
     out = []
     for f in cluster_fit_findings(engines):
@@ -312,7 +317,7 @@ def _host_card(name, host):
         env, _where = _env_view(eng)
         card['engines'].append(dict(kind=eng['kind'], unit=eng['unit'], active=eng.get('active'),
                                     state=(eng.get('state') or {}).get('ActiveState'), pid=eng.get('pid'),
-                                    vllm_host_ip=(env or {}).get('VLLM_HOST_IP') if env is not None else None,
+                                    vllm_host_ip=(env or {}).get(HOST_IP_ENV) if env is not None else None,
                                     env_known=env is not None, advertised=(eng.get('advertised') or {}).get('address'),
                                     group=_group_summary(eng)))
     if ins.get('proxy'):

@@ -13,11 +13,15 @@ import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_logs
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import WINDOW_ENV
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 
 # The variables vLLM-Ascend and HCCL read to pick the inter-node address and NIC [facts §1], and those that
-# move the reserved port windows (port_windows.WINDOW_ENV).
-NET_ENV = ('VLLM_HOST_IP', 'HCCL_IF_IP', 'GLOO_SOCKET_IFNAME', 'TP_SOCKET_IFNAME', 'HCCL_SOCKET_IFNAME',
-           'HOST_IP') + WINDOW_ENV
+# move the reserved port windows (port_windows.WINDOW_ENV). The table's host_ip_env and engine_env_names, the
+# same in every release it knows.
+_UP = runtime(None)
+_NAMES = _UP['engine_env_names']
+NET_ENV = (_UP['host_ip_env'], _NAMES['hccl_if_ip'], _NAMES['gloo_socket_ifname'], _NAMES['tp_socket_ifname'],
+           _NAMES['hccl_socket_ifname'], 'HOST_IP') + WINDOW_ENV
 
 # Engine log lines that point at a KV transfer problem (exact vLLM-Ascend text, docs/design.md):
 # (check, text, severity, kinds that log it), in doctor_logs.

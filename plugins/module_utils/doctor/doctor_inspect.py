@@ -14,6 +14,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host 
     container_pids, net_env, parse_environ, parse_route_get, scan_log, unit_pids,
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.env_file import parse_env_file
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import build_holders, evaluate_listening
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_NPU_COUNT, reserved_windows
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import (
@@ -25,6 +26,8 @@ PROC = '/proc'
 SHOW_PROPS = ('LoadState', 'ActiveState', 'SubState', 'Result', 'MainPID', 'InvocationID', 'ActiveEnterTimestamp',
               'InactiveEnterTimestamp', 'ExecMainStatus', 'NRestarts')
 TAIL = 8
+# the variable vLLM's get_ip() reads (the table's host_ip_env: the same in every release it knows)
+HOST_IP_ENV = runtime(None)['host_ip_env']
 
 
 def _read(path):
@@ -224,19 +227,19 @@ def inspect_engine(host, eng, params, host_facts):
         # the windows of the running engine's environment, else of the env file it will start with
         out['group'] = inspect_group(host, eng, params['address'], pids, env if env is not None else file_env, params)
     # what D would dial: VLLM_HOST_IP, else what the engine bound, else vLLM's default-route guess [facts §1]
-    live = (env or {}).get('VLLM_HOST_IP')
-    conf = (file_env or {}).get('VLLM_HOST_IP')
+    live = (env or {}).get(HOST_IP_ENV)
+    conf = (file_env or {}).get(HOST_IP_ENV)
     bound = (out.get('group') or {}).get('engine_addresses') or []
     if live:
-        adv = dict(address=live, source='VLLM_HOST_IP of pid %d' % pid)
+        adv = dict(address=live, source='%s of pid %d' % (HOST_IP_ENV, pid))
     elif bound:
-        adv = dict(address=bound[0], source='address the engine listens on (VLLM_HOST_IP unset)')
+        adv = dict(address=bound[0], source='address the engine listens on (%s unset)' % HOST_IP_ENV)
     elif not pid and conf:
-        adv = dict(address=conf, source='VLLM_HOST_IP of %s (engine not running)' % eng.get('env_file'))
+        adv = dict(address=conf, source='%s of %s (engine not running)' % (HOST_IP_ENV, eng.get('env_file')))
     elif host_facts.get('default_src'):
         adv = dict(address=host_facts['default_src'],
-                   source='default-route address on %s (vLLM auto-detection, VLLM_HOST_IP unset)' %
-                          host_facts['default_dev'])
+                   source='default-route address on %s (vLLM auto-detection, %s unset)' % (
+                       host_facts['default_dev'], HOST_IP_ENV))
     else:
         adv = dict(address=None, source='unknown')
     out['advertised'] = adv

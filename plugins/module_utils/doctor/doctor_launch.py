@@ -18,7 +18,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import en
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_consistency
 
 # Engine variables the fit rules read (the rest of the environment may hold secrets: never kept).
-FIT_ENV = pd_consistency.MUST_MATCH_ENV + ('ASCEND_TRANSFER_TIMEOUT', engine_env.ABORT_MOONCAKE, engine_env.ABORT_NIXL)
+FIT_ENV = pd_consistency.MUST_MATCH_ENV + (engine_env.TRANSFER_TIMEOUT_ENV, engine_env.ABORT_MOONCAKE, engine_env.ABORT_NIXL)
 TP_FLAGS = ('--tensor-parallel-size', '-tp')
 
 

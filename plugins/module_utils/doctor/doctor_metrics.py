@@ -15,12 +15,21 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import parse_samples
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
+
+# The table's metric_names (the same in every release it knows: a name, or a fallback chain newest first).
+_NAMES = runtime(None)['metric_names']
+
+
+def _chain(names):
+    return names if isinstance(names, tuple) else (names,)
+
 
 # (key, label, the names it has had, newest first)
 LATENCIES = (
-    ('ttft_ms', 'TTFT', ('vllm:time_to_first_token_seconds',)),
-    ('itl_ms', 'ITL', ('vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds')),
-    ('e2el_ms', 'E2EL', ('vllm:e2e_request_latency_seconds',)),
+    ('ttft_ms', 'TTFT', _chain(_NAMES['ttft'])),
+    ('itl_ms', 'ITL', _chain(_NAMES['itl'])),
+    ('e2el_ms', 'E2EL', _chain(_NAMES['e2el'])),
 )
 QUANTILES = (('p50', 0.5), ('p90', 0.9), ('p99', 0.99))
 # the series of the histograms read (common/prom_text.py parses only these; a garbled one is a ValueError)

@@ -12,7 +12,7 @@ __metaclass__ = type
 from html import escape
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor import doctor_page
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findings import FAILING, STEPS
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findings import FAILING, HOST_IP_ENV, STEPS
 
 COLOR = dict(ok='#2e7d32', partial='#ef6c00', down='#c62828', neutral='#9e9e9e')
 SEV_COLOR = dict(critical='#b71c1c', error='#e65100', warning='#f9a825', info='#607d8b')
@@ -33,7 +33,7 @@ def _cell(value, width):
 
 def summary_lines(clusters, findings):
     """The end-of-run table: one block per cluster, one row per host and engine, then the findings."""
-    cols = (('host', 8), ('role', 7), ('inventory', 15), ('VLLM_HOST_IP', 15), ('engine', 14),
+    cols = (('host', 8), ('role', 7), ('inventory', 15), (HOST_IP_ENV, 15), ('engine', 14),
             ('port group', 15), ('D->P', 5), ('issues', 6))
     lines = []
     for cl in clusters:
@@ -84,7 +84,7 @@ def _host_rows(h):
     for e in h['engines']:
         ip, state, group = _engine_line(e)
         good_ip = e['vllm_host_ip'] and e['vllm_host_ip'] == h['address']
-        rows.append(('VLLM_HOST_IP %s' % ip, None if good_ip else COLOR['down']))
+        rows.append(('%s %s' % (HOST_IP_ENV, ip), None if good_ip else COLOR['down']))
         rows.append(('%s %s' % (e['unit'], state), None if e['active'] else COLOR['down']))
         if e.get('group'):
             g = e['group']

@@ -22,10 +22,19 @@ __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 
-ABORT_MOONCAKE = 'VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT'
-ABORT_NIXL = 'VLLM_NIXL_ABORT_REQUEST_TIMEOUT'
 # The first release whose Mooncake connector reads ABORT_MOONCAKE (a final release: its rc1 did not).
 FIRST_MOONCAKE_ABORT = releases.parse_version('0.18.0')
+# The two abort-timeout names, from the table (abort_env): the one of its releases from FIRST_MOONCAKE_ABORT on,
+# and the one of those before it.
+_ABORT = dict((releases.parse_version(version) >= FIRST_MOONCAKE_ABORT, entry['abort_env'])
+              for version, entry in sorted(releases.RELEASES.items()))
+ABORT_MOONCAKE = _ABORT[True]
+ABORT_NIXL = _ABORT[False]
+# The transfer-timeout rule's variables (the table's transfer_timeout_env: the same in every release).
+_TRANSFER_ENV = releases.runtime(None)['transfer_timeout_env']
+TRANSFER_TIMEOUT_ENV = _TRANSFER_ENV['transfer']
+RDMA_TIMEOUT_ENV = _TRANSFER_ENV['rdma_timeout']
+RDMA_RETRY_CNT_ENV = _TRANSFER_ENV['rdma_retry']
 
 # vllm-ascend's defaults when the variables are not set (utils.py get_transfer_timeout_value).
 RDMA_TIMEOUT_DEFAULT = 20
@@ -67,9 +76,9 @@ def transfer_timeout_problem(env):
     """A sentence when ENV (the engine environment from the inventory) breaks the Mooncake rule, else None."""
     env = env or {}
     try:
-        timeout, timeout_set = _whole(env, 'ASCEND_TRANSFER_TIMEOUT', None)
-        rdma, rdma_set = _whole(env, 'HCCL_RDMA_TIMEOUT', RDMA_TIMEOUT_DEFAULT)
-        retry, retry_set = _whole(env, 'HCCL_RDMA_RETRY_CNT', RDMA_RETRY_CNT_DEFAULT)
+        timeout, timeout_set = _whole(env, TRANSFER_TIMEOUT_ENV, None)
+        rdma, rdma_set = _whole(env, RDMA_TIMEOUT_ENV, RDMA_TIMEOUT_DEFAULT)
+        retry, retry_set = _whole(env, RDMA_RETRY_CNT_ENV, RDMA_RETRY_CNT_DEFAULT)
     except ValueError as exc:
         return '%s, so the transfer timeout cannot be checked' % exc
     if not timeout_set:
@@ -77,11 +86,11 @@ def transfer_timeout_problem(env):
     budget = retransmit_budget_ms(rdma, retry)
     if timeout > budget:
         return None
-    return ('ASCEND_TRANSFER_TIMEOUT=%d ms is not above the RDMA retransmission budget 4.096 us * 2^%d * %d = %d ms '
-            '(HCCL_RDMA_TIMEOUT %s, HCCL_RDMA_RETRY_CNT %s): a transfer is abandoned while the NIC still retries '
+    return ('%s=%d ms is not above the RDMA retransmission budget 4.096 us * 2^%d * %d = %d ms '
+            '(%s %s, %s %s): a transfer is abandoned while the NIC still retries '
             '(Mooncake ascend_direct_transport docs: set it slightly larger than the budget)' % (
-                timeout, rdma, retry, int(budget), rdma if rdma_set else 'unset, %d' % rdma,
-                retry if retry_set else 'unset, %d' % retry))
+                TRANSFER_TIMEOUT_ENV, timeout, rdma, retry, int(budget), RDMA_TIMEOUT_ENV,
+                rdma if rdma_set else 'unset, %d' % rdma, RDMA_RETRY_CNT_ENV, retry if retry_set else 'unset, %d' % retry))
 
 
 def transfer_timeout_findings(engines):
@@ -92,7 +101,7 @@ def transfer_timeout_findings(engines):
         if problem:
             by_problem.setdefault(problem, []).append('%s %s' % (e['kind'], e['host']))
     return [{'name': TRANSFER_TIMEOUT_SHORT, 'warning': True, 'hosts': sorted(set(h.split(' ', 1)[1] for h in where)),
-             'message': '[%s] %s: %s. Fix: raise ASCEND_TRANSFER_TIMEOUT above the budget or drop it from '
+             'message': '[%s] %s: %s. Fix: raise %s above the budget or drop it from '
                         'vllm_pd_engine_env (vllm-ascend then derives it with a 3000 ms margin)' % (
-                            TRANSFER_TIMEOUT_SHORT, ', '.join(where), problem)}
+                            TRANSFER_TIMEOUT_SHORT, ', '.join(where), problem, TRANSFER_TIMEOUT_ENV)}
             for problem, where in sorted(by_problem.items())]

@@ -16,13 +16,16 @@ __metaclass__ = type
 import re
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
 
-# requests an engine finished (tests/contract checks the name against each release's vLLM)
-SUCCESS_COUNTER = 'vllm:request_success_total'
+# The table's facts this module reads, the same in every release it knows (tests/contract checks them against each
+# release's vLLM and vllm-ascend): the counter of requests an engine finished, and the head of the KV transfer line.
+_UP = runtime(None)
+SUCCESS_COUNTER = _UP['metric_names']['request_success']
 
 # anchored on "request <id> took": 0.23's "Skipping KV cache transfer for request. remote_request_id=..." is none
-KV_LINE = re.compile(r'KV cache transfer for request (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms'
+KV_LINE = re.compile(re.escape(_UP['kv_log_grep']) + r' (?P<request>\S+) took (?P<ms>[0-9]+(?:\.[0-9]+)?) ms'
                      r'(?: \((?P<groups>[0-9]+) groups, (?P<blocks>[0-9]+) blocks\))?\. '
                      r'local_ip (?P<local_ip>\S+) local_device_id (?P<device>\S+) '
                      r'remote_session_id (?P<session>\S+)')
