@@ -143,6 +143,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.parallel import side_sizes
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds, group_width
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import port_group
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
+
+# the `vllm serve` options of the plan's argv pieces (the same in every release of the table)
+_FLAG = releases.runtime(None)['serve_flags']
 
 KINDS = ("prefill", "decode")
 RUNTIMES = ("systemd", "container")
@@ -226,7 +230,7 @@ def engine_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, device
             "dp_size_local": len(slot),
             "devices": [str(d) for d in npus[used:used + count]],
             "external": bool(ranks),
-            "dp_args": (["--data-parallel-rank", str(slot[0]), "--data-parallel-size-local", "1"]
+            "dp_args": ([_FLAG["data_parallel_rank"], str(slot[0]), _FLAG["data_parallel_size_local"], "1"]
                         if ranks and not independent else []),
             "dp_size": 1 if independent else dp,
             "kv_port": group_bounds(base_kv, tp, pp, pcp, slot[0]).first if independent else base_kv,

@@ -131,28 +131,58 @@ def test_serve_flags(upstream):
     assert sorted(rendered - flags) == []
 
 
+def bench_argv_flags(flags=()):
+    """The options of the benchmark's `vllm bench serve` argv when the release lists FLAGS (the required ones and
+    --max-concurrency always; the others only when listed)."""
+    spec = dict(host='h', port=1, endpoint='/v1/completions', model='m', input_len=1, output_len=1, count=1, rate=1,
+                concurrency=2, served_model_name='s', seed=0)
+    return {w for w in bench_vllm.argv('vllm', spec, set(flags), 'd', 'f') if w.startswith('--')}
+
+
 def collection_bench_flags():
     """The options the benchmark always passes to `vllm bench serve` (the others only when listed)."""
-    spec = dict(host='h', port=1, endpoint='/v1/completions', model='m', input_len=1, output_len=1, count=1, rate=1,
-                concurrency=2)
-    return {w for w in bench_vllm.argv('vllm', spec, set(), 'd', 'f') if w.startswith('--')} | set(bench_vllm.REQUIRED_FLAGS)
+    return bench_argv_flags() | set(bench_vllm.REQUIRED_FLAGS)
+
+
+def plugin_serve_reads():
+    """The serve_flags names the plugins read by name: _FLAG['name'] and releases.serve_spellings('name')."""
+    text = '\n'.join(p.read_text(encoding='utf-8') for p in sorted((ROOT / 'plugins').rglob('*.py')))
+    pairs = re.findall(r'''\b_FLAG\[["'](\w+)["']\]|serve_spellings\(["'](\w+)["']''', text)
+    return {name for pair in pairs for name in pair if name}
 
 
 def test_serve_flags_of_the_table(upstream):
-    """Every option of the table's serve_flags is one `vllm serve` of the release has (--shutdown-timeout where the
-    table says the release has it), and the engine role renders each one it names from the table."""
+    """Every option of the table's serve_flags, and each short spelling of serve_aliases, is one `vllm serve` of the
+    release has (--shutdown-timeout where the table says the release has it, the pcp option where its port_terms
+    have pcp: the plan refuses pcp > 1 elsewhere), the alias of that very option; and the collection uses each:
+    the engine role renders it (__engine_flag), the plan or the P/D settings render it, or a plugin reads it."""
+    entry = upstream.entry
     flags = serve_flags(upstream)
-    table = dict(upstream.entry['serve_flags'])
-    if not upstream.entry['shutdown_timeout']:
+    table, aliases = dict(entry['serve_flags']), dict(entry['serve_aliases'])
+    if not entry['shutdown_timeout']:
         table.pop('shutdown_timeout')
+    if 'pcp' not in entry['port_terms']:
+        table.pop('prefill_context_parallel_size')
+        aliases.pop('prefill_context_parallel_size')
     assert sorted(f for f in table.values() if f not in flags) == []
+    calls = uc.add_argument_spellings(upstream.vl / 'vllm' / 'engine' / 'arg_utils.py')
+    assert sorted('%s %s' % (table[n], a) for n, a in aliases.items() if not any({table[n], a} <= c for c in calls)) == []
     engine_vars = _collection('roles/engine/vars/main.yml') + _collection('roles/engine/tasks/files.yml')
-    assert sorted(set(upstream.entry['serve_flags']) - set(re.findall(r'__engine_flag\.(\w+)', engine_vars))) == []
+    rendered = collection_serve_flags(entry)
+    used = set(re.findall(r'__engine_flag\.(\w+)', engine_vars)) | plugin_serve_reads() | {
+        n for n, f in entry['serve_flags'].items() if f in rendered}
+    assert sorted(set(entry['serve_flags']) - used) == []
+    assert sorted(set(entry['serve_aliases']) - set(entry['serve_flags'])) == []
 
 
 def test_bench_flags(upstream):
+    """Every option of the table's bench_flags is one `vllm bench serve` of the release has; the benchmark always
+    passes only options the release has, and where it lists them all passes each option of bench_flags and no other."""
     flags = uc.add_argument_flags(*sorted((upstream.vl / 'vllm' / 'benchmarks').rglob('*.py')))
+    table = set(upstream.entry['bench_flags'].values())
+    assert sorted(table - flags) == []
     assert sorted(collection_bench_flags() - flags) == []
+    assert sorted(bench_argv_flags(flags) ^ table) == []
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -41,6 +41,18 @@ def add_argument_flags(*paths):
     return flags
 
 
+def add_argument_spellings(*paths):
+    """The option strings of each add_argument(...) call in PATHS, one set per call (an option and its aliases)."""
+    out = []
+    for path in paths:
+        if Path(path).exists():
+            for node in ast.walk(parse(path)):
+                if call_name(node) == 'add_argument':
+                    out.append({a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                                and a.value.startswith('-')})
+    return out
+
+
 def str_constants(tree, pattern):
     return {n.value for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(pattern, n.value)}

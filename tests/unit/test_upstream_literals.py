@@ -29,7 +29,7 @@ UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 
                  'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'proxy_wait_flags', 'cli_lists_flags', 'kv_log_grep',
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
-                 'log_path_env', 'transfer_timeout_env', 'metric_names')
+                 'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags')
 
 
 def _strings(value):
@@ -78,7 +78,7 @@ NAMES = {'flag': r'--[a-z][a-z0-9-]+(?:=[a-z]+)?', 'metric': r'vllm:[a-z][a-z0-9
          'env': r'(?:VLLM|HCCL|ASCEND|GLOO|TP_SOCKET|MC)_[A-Z0-9_]+'}
 CLASSES = {
     'flag': (r'''(?:["']|[\[,]\s*)(--[a-z][a-z0-9-]+)(?=[=,\]\s"'])''',
-             'serve_flags (vllm serve), proxy_flags (the proxy), cli_lists_flags'),
+             'serve_flags (vllm serve), bench_flags (vllm bench serve), proxy_flags (the proxy), cli_lists_flags'),
     'metric': (r'(%s)' % NAMES['metric'], 'metrics'),
     'env': (r'''(?:["']|^)(%s)(?:["']|=)''' % NAMES['env'], 'host_ip_env, engine_env_names, abort_env'),
 }
@@ -91,13 +91,7 @@ OTHER_PROGRAMS = ('--no-pager --rm --name --env-file --entrypoint --format --all
 _ALLOWED = """
  | name kv_port | also the collection's name of an instance's base port (plan, options); the rendered key is kv_config_keys.port
  | flag --help | argparse's own option (every release; the release's listing option is cli_lists_flags)
-plugins/filter/pd_instances.py | flag | the plan's dp_args; test_serve_flags reads them from the plan
-plugins/module_utils/inventory/parallel.py | flag | the plan's parallel_args; test_serve_flags reads them from the plan
-plugins/module_utils/model/pd_consistency.py | flag | the P/D settings' options; test_serve_flags renders them
-plugins/module_utils/verify/bench_vllm.py | flag | shipped to the bench host; test_bench_flags, test_help_lists_flags (--help=all)
-plugins/module_utils/doctor/doctor_launch.py | flag | parses a running engine's argv (any spelling a user gave); test_serve_flags renders what it reads back
 plugins/module_utils/doctor/doctor_launch.py | name kv_role | a key of its own result (the one it reads is kv_config_keys.role)
-plugins/module_utils/inventory/rules_runtime.py | flag | options users may not give in *_extra_args (the role renders them)
 plugins/module_utils/inventory/rules_cluster.py | name kv_connector_extra_config | a message names it
 plugins/module_utils/verify/bench_gate.py | line | a message names the line
 plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message names it

@@ -60,7 +60,26 @@ _KV_LINE_GROUPS = (_KV_LINE_HEAD + ' %s took %.2f ms (%d groups, %d blocks). '
 _SERVE_FLAGS = dict(host='--host', port='--port', tensor_parallel_size='--tensor-parallel-size',
                     data_parallel_size='--data-parallel-size', data_parallel_address='--data-parallel-address',
                     data_parallel_rpc_port='--data-parallel-rpc-port', kv_transfer_config='--kv-transfer-config',
-                    shutdown_timeout='--shutdown-timeout')
+                    shutdown_timeout='--shutdown-timeout',
+                    # the plan's (filter pd_instances, inventory/parallel.py), the P/D settings' (model/pd_consistency.py),
+                    # and those the doctor reads back (doctor/doctor_launch.py) or the inventory refuses (rules_runtime.py)
+                    data_parallel_rank='--data-parallel-rank', data_parallel_size_local='--data-parallel-size-local',
+                    pipeline_parallel_size='--pipeline-parallel-size',
+                    prefill_context_parallel_size='--prefill-context-parallel-size', model='--model',
+                    served_model_name='--served-model-name', dtype='--dtype', kv_cache_dtype='--kv-cache-dtype',
+                    block_size='--block-size', max_model_len='--max-model-len', quantization='--quantization',
+                    speculative_config='--speculative-config', api_key='--api-key')
+# the short spelling vLLM's argparse gives some of them (serve_flags name -> alias): what the parsers also accept
+_SERVE_ALIASES = dict(tensor_parallel_size='-tp', pipeline_parallel_size='-pp', prefill_context_parallel_size='-pcp',
+                      quantization='-q')
+# the `vllm bench serve` options the benchmark passes (verify/bench_vllm.py; vLLM benchmarks/serve.py)
+_BENCH_FLAGS = dict(backend='--backend', host='--host', port='--port', endpoint='--endpoint', model='--model',
+                    dataset_name='--dataset-name', random_input_len='--random-input-len',
+                    random_output_len='--random-output-len', num_prompts='--num-prompts', request_rate='--request-rate',
+                    percentile_metrics='--percentile-metrics', metric_percentiles='--metric-percentiles',
+                    save_result='--save-result', result_dir='--result-dir', result_filename='--result-filename',
+                    max_concurrency='--max-concurrency', served_model_name='--served-model-name',
+                    ignore_eos='--ignore-eos', seed='--seed', save_detailed='--save-detailed', disable_tqdm='--disable-tqdm')
 _KV_CONFIG_KEYS = dict(connector='kv_connector', role='kv_role', port='kv_port', extra_config='kv_connector_extra_config')
 _KV_ROLES = dict(prefill='kv_producer', decode='kv_consumer')
 _ENGINE_ENV = dict(hccl_if_ip='HCCL_IF_IP', gloo_socket_ifname='GLOO_SOCKET_IFNAME', tp_socket_ifname='TP_SOCKET_IFNAME',
@@ -126,8 +145,12 @@ def _release(**facts):
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
                            'decode.tp_size', 'decode.dp_size', 'decode.pp_size'),
-        # the `vllm serve` options the engine role renders (vLLM engine/arg_utils.py, entrypoints/openai/cli_args.py)
+        # the `vllm serve` options the collection renders or reads (vLLM engine/arg_utils.py, entrypoints/openai/cli_args.py;
+        # --prefill-context-parallel-size from 0.13: the plan refuses pcp > 1 where port_terms lacks pcp), the short
+        # spellings of some, and the `vllm bench serve` options the benchmark passes
         serve_flags=_SERVE_FLAGS,
+        serve_aliases=_SERVE_ALIASES,
+        bench_flags=_BENCH_FLAGS,
         # the kv-transfer-config fields the engine role renders (vLLM KVTransferConfig) and its kv_role values
         kv_config_keys=_KV_CONFIG_KEYS,
         kv_roles=_KV_ROLES,
@@ -293,6 +316,12 @@ def runtime(version):
     except ValueError:
         entry = None
     return entry or RELEASES[supported_versions()[0]]
+
+
+def serve_spellings(name, version=None):
+    """The spellings `vllm serve` of VERSION accepts for its serve_flags option NAME: the option, then its aliases."""
+    facts = runtime(version)
+    return (facts['serve_flags'][name],) + ((facts['serve_aliases'][name],) if name in facts['serve_aliases'] else ())
 
 
 def supported_versions():

@@ -19,11 +19,15 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import pd_con
 
 # Engine variables the fit rules read (the rest of the environment may hold secrets: never kept).
 FIT_ENV = pd_consistency.MUST_MATCH_ENV + (engine_env.TRANSFER_TIMEOUT_ENV, engine_env.ABORT_MOONCAKE, engine_env.ABORT_NIXL)
-TP_FLAGS = ('--tensor-parallel-size', '-tp')
+# the spellings of the options it reads back (the release table's serve_flags and serve_aliases: the same in every
+# release it knows)
+TP_FLAGS = releases.serve_spellings('tensor_parallel_size')
+MODEL_FLAGS = releases.serve_spellings('model')
+KV_FLAGS = releases.serve_spellings('kv_transfer_config')
 
 
 def _flag(words, names):
-    """Value of the last of NAMES in WORDS ('--x v' or '--x=v'), or None."""
+    """Value of the last of NAMES in WORDS ('NAME v' or 'NAME=v'), or None."""
     value = None
     for i, word in enumerate(words):
         for name in names:
@@ -43,7 +47,7 @@ def parse_launch(argv, environ):
     if 'serve' not in words:
         return None
     rest = words[words.index('serve') + 1:]
-    out = dict(model=rest[0] if rest and not rest[0].startswith('-') else _flag(rest, ('--model',)), tp=1, pp=1, pcp=1,
+    out = dict(model=rest[0] if rest and not rest[0].startswith('-') else _flag(rest, MODEL_FLAGS), tp=1, pp=1, pcp=1,
                settings={}, kv_extra=None, kv_role=None, error='',
                env=dict((k, v) for k, v in (environ or {}).items() if k in FIT_ENV))
     try:
@@ -51,7 +55,7 @@ def parse_launch(argv, environ):
         sizes = parallel.args_sizes(rest, "the running engine's arguments")
         out['pp'], out['pcp'] = sizes['pp'] or 1, sizes['pcp'] or 1
         out['settings'] = pd_consistency.effective_settings({}, rest, 'the running engine')
-        kv = _flag(rest, ('--kv-transfer-config',))
+        kv = _flag(rest, KV_FLAGS)
         if kv:
             kv = json.loads(kv)
             keys = releases.runtime(None)['kv_config_keys']

@@ -18,9 +18,11 @@ __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 
+# the option, then its short spelling, of each size (the release table's serve_flags and serve_aliases: the same in
+# every release, but 0.11.0 has no pcp option, and release_problem refuses pcp > 1 there)
 FLAGS = {
-    'pp': ('--pipeline-parallel-size', '-pp'),
-    'pcp': ('--prefill-context-parallel-size', '-pcp'),
+    'pp': releases.serve_spellings('pipeline_parallel_size'),
+    'pcp': releases.serve_spellings('prefill_context_parallel_size'),
 }
 VARIABLE = 'vllm_pd_%s_%s_size'  # % (kind, 'pp' or 'pcp')
 NAMES = {'pp': 'pipeline parallel', 'pcp': 'prefill context parallel'}

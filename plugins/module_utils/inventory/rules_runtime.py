@@ -10,7 +10,11 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import hfind, is_list, show
+
+# the `vllm serve` options the rules name (the release table's serve_flags: the same in every release it knows)
+_FLAG = releases.runtime(None)['serve_flags']
 
 RUNTIMES = ("systemd", "container")
 CONTAINER_ENGINES = ("podman", "docker")
@@ -83,7 +87,7 @@ def rule_argv_words(view):
             if not is_list(v):
                 yield hfind(view, h, var, "%s must be a list of argv words (one list element per word), "
                             "not a %s (%s)" % (var, type(v).__name__, show(v)),
-                            "write it as a YAML list of strings, e.g. %s: [\"--max-model-len\", \"4096\"]" % var)
+                            "write it as a YAML list of strings, e.g. %s: [\"%s\", \"4096\"]" % (var, _FLAG["max_model_len"]))
                 continue
             for i, word in enumerate(v):
                 why = _word_problem(word)
@@ -93,17 +97,19 @@ def rule_argv_words(view):
             if var in ENGINE_ARGS_VARS:
                 # vLLM takes the key from VLLM_API_KEY as well (vllm/entrypoints/openai/api_server.py,
                 # build_app: `args.api_key or envs.VLLM_API_KEY`; docs: openai_compatible_server.md)
+                flag = _FLAG["api_key"]
                 for word in v:
-                    if isinstance(word, str) and (word == "--api-key" or word.startswith("--api-key=")):
-                        yield hfind(view, h, var, "%s passes --api-key: the unit file that holds the argv is "
-                                    "world-readable" % var,
-                                    "remove --api-key and put VLLM_API_KEY in vllm_pd_engine_env (vLLM reads "
-                                    "it; the env file is mode 0600)")
+                    if isinstance(word, str) and (word == flag or word.startswith(flag + "=")):
+                        yield hfind(view, h, var, "%s passes %s: the unit file that holds the argv is "
+                                    "world-readable" % (var, flag),
+                                    "remove %s and put VLLM_API_KEY in vllm_pd_engine_env (vLLM reads "
+                                    "it; the env file is mode 0600)" % flag)
                         break
+                flag = _FLAG["shutdown_timeout"]
                 for word in v:
-                    if isinstance(word, str) and (word == "--shutdown-timeout" or word.startswith("--shutdown-timeout=")):
-                        yield hfind(view, h, var, "%s passes --shutdown-timeout, which the roles set themselves (only "
-                                    "where the installed vLLM has it, with systemd's stop timeout to match)" % var,
+                    if isinstance(word, str) and (word == flag or word.startswith(flag + "=")):
+                        yield hfind(view, h, var, "%s passes %s, which the roles set themselves (only "
+                                    "where the installed vLLM has it, with systemd's stop timeout to match)" % (var, flag),
                                     "remove it and set vllm_pd_shutdown_timeout (or prefill_/decode_shutdown_timeout)")
                         break
         for var in WORD_VARS + EXEC_VARS:

@@ -24,18 +24,20 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import en
 # The checked settings: name -> (vllm serve flag, type). Typed variables vllm_pd_NAME (per side
 # prefill_NAME / decode_NAME) render the flag; a flag in the extra args sets it too (it comes later
 # on the command line, so vLLM takes it).
-SETTINGS = (
-    ('served_model_name', '--served-model-name', 'str'),
-    ('dtype', '--dtype', 'str'),
-    ('kv_cache_dtype', '--kv-cache-dtype', 'str'),
-    ('block_size', '--block-size', 'int'),
-    ('max_model_len', '--max-model-len', 'int'),
-    ('quantization', '--quantization', 'str'),
-    ('speculative_config', '--speculative-config', 'json'),
-)
+# The flags are the release table's serve_flags of the same names (the same in every release it knows).
+_FLAG = runtime(None)['serve_flags']
+SETTINGS = tuple((name, _FLAG[name], kind) for name, kind in (
+    ('served_model_name', 'str'),
+    ('dtype', 'str'),
+    ('kv_cache_dtype', 'str'),
+    ('block_size', 'int'),
+    ('max_model_len', 'int'),
+    ('quantization', 'str'),
+    ('speculative_config', 'json'),
+))
 FLAGS = dict((flag, (name, kind)) for name, flag, kind in SETTINGS)
-# Short forms vLLM accepts for a checked setting.
-ALIASES = {'-q': '--quantization'}
+# Short forms vLLM accepts for a checked setting (the table's serve_aliases).
+ALIASES = dict((alias, _FLAG[name]) for name, alias in runtime(None)['serve_aliases'].items() if _FLAG[name] in FLAGS)
 
 # Finding names (also the names vllm_pd_ignore_checks accepts for these rules).
 MODEL_MISMATCH = 'ModelMismatch'

@@ -16,18 +16,24 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
+
+# the release table's facts of `vllm bench serve` (bench_flags, cli_lists_flags: the same in every release it knows)
+_UP = releases.runtime(None)
+_BENCH = _UP['bench_flags']
 
 METRICS = ('ttft', 'tpot', 'itl', 'e2el')
 # the fields of each latency summary (loadgen.summary's)
 KEYS = ('n', 'mean', 'p50', 'p90', 'p99', 'min', 'max')
 # The gate reads these; a release without one cannot run the benchmark as asked.
-REQUIRED_FLAGS = ('--backend', '--host', '--port', '--endpoint', '--model', '--dataset-name', '--random-input-len',
-                  '--random-output-len', '--num-prompts', '--request-rate', '--percentile-metrics',
-                  '--metric-percentiles', '--save-result', '--result-dir', '--result-filename')
+REQUIRED = ('backend', 'host', 'port', 'endpoint', 'model', 'dataset_name', 'random_input_len', 'random_output_len',
+            'num_prompts', 'request_rate', 'percentile_metrics', 'metric_percentiles', 'save_result', 'result_dir',
+            'result_filename')
+REQUIRED_FLAGS = tuple(_BENCH[name] for name in REQUIRED)
 FLAG = re.compile(r'(?<![\w-])(--[a-z0-9][a-z0-9-]*)')
 # what lists every flag: --help=all (vLLM >= 0.10), else --help (a release that refuses --help=all)
-HELP_OPTIONS = ('--help=all', '--help')
+HELP_OPTIONS = (_UP['cli_lists_flags'], '--help')
 
 
 def help_flags(help_text):
@@ -36,35 +42,36 @@ def help_flags(help_text):
 
 
 def missing_flags(flags, concurrency=None):
-    need = REQUIRED_FLAGS + (('--max-concurrency',) if concurrency else ())
+    need = REQUIRED_FLAGS + ((_BENCH['max_concurrency'],) if concurrency else ())
     return [f for f in need if f not in flags]
 
 
 def argv(binary, spec, flags, result_dir, result_file):
     """argv of `vllm bench serve` for SPEC (host, port, endpoint, model, served_model_name, input_len,
     output_len, count, rate, concurrency, seed) with the FLAGS this release has."""
-    out = [binary, 'bench', 'serve', '--backend', 'openai', '--host', spec['host'], '--port', str(spec['port']),
-           '--endpoint', spec['endpoint'], '--model', spec['model'], '--dataset-name', 'random',
-           '--random-input-len', str(spec['input_len']), '--random-output-len', str(spec['output_len']),
-           '--num-prompts', str(spec['count']),
-           '--request-rate', 'inf' if not spec.get('rate') else repr(float(spec['rate'])),
-           '--percentile-metrics', ','.join(METRICS),
-           '--metric-percentiles', '50,90,99', '--save-result', '--result-dir', result_dir,
-           '--result-filename', result_file]
+    f = _BENCH
+    out = [binary, 'bench', 'serve', f['backend'], 'openai', f['host'], spec['host'], f['port'], str(spec['port']),
+           f['endpoint'], spec['endpoint'], f['model'], spec['model'], f['dataset_name'], 'random',
+           f['random_input_len'], str(spec['input_len']), f['random_output_len'], str(spec['output_len']),
+           f['num_prompts'], str(spec['count']),
+           f['request_rate'], 'inf' if not spec.get('rate') else repr(float(spec['rate'])),
+           f['percentile_metrics'], ','.join(METRICS),
+           f['metric_percentiles'], '50,90,99', f['save_result'], f['result_dir'], result_dir,
+           f['result_filename'], result_file]
     if spec.get('concurrency'):
-        out += ['--max-concurrency', str(spec['concurrency'])]
-    if spec.get('served_model_name') and '--served-model-name' in flags:
-        out += ['--served-model-name', spec['served_model_name']]
+        out += [f['max_concurrency'], str(spec['concurrency'])]
+    if spec.get('served_model_name') and f['served_model_name'] in flags:
+        out += [f['served_model_name'], spec['served_model_name']]
     # a fixed output length: without it a request may stop at EOS and TPOT means another thing
-    if '--ignore-eos' in flags:
-        out.append('--ignore-eos')
-    if spec.get('seed') is not None and '--seed' in flags:
-        out += ['--seed', str(spec['seed'])]
+    if f['ignore_eos'] in flags:
+        out.append(f['ignore_eos'])
+    if spec.get('seed') is not None and f['seed'] in flags:
+        out += [f['seed'], str(spec['seed'])]
     # the per-request lists give min and max
-    if '--save-detailed' in flags:
-        out.append('--save-detailed')
-    if '--disable-tqdm' in flags:
-        out.append('--disable-tqdm')
+    if f['save_detailed'] in flags:
+        out.append(f['save_detailed'])
+    if f['disable_tqdm'] in flags:
+        out.append(f['disable_tqdm'])
     return out
 
 
