@@ -1,14 +1,16 @@
-"""Benchmark: how fast deploy_pd.yml of one lab cluster refuses a broken cluster, before any change (issue 22).
+"""Benchmark: how fast deploy_pd.yml of one lab cluster refuses a broken cluster, before any change (issues 22, 36).
 
-Two faults, each on a fresh cluster with no engine yet:
+Three faults, each on a fresh cluster with no engine yet:
   busy     a plain process holds a port of P's kv_port group (lab fixture conflict_process): the
            preflight must name the port (PortBusy)
   address  P's vllm_pd_host_ip is its mgmt address, which D cannot reach: the preflight must name
            both hosts and addresses ("cannot reach prefill host")
-Prints per fault the median time until the output first names it (the issue's target: under 5 s) and until
+  window   P's vllm_pd_kv_port puts the group inside the ADXL/RDMA window: the inventory validation must name it
+           (AdxlWindow) before any host is contacted
+Prints per fault the median time until the output first names it (issue 36's target: at most 3 s) and until
 deploy_pd.yml ends (the other hosts finish their checks, so every finding is reported at once), of --runs
-refusals, both as ratios to the issue's baseline (busy 5.9 s, address 6.8 s), and where the time goes
-(controller CPU and wall per task, tests/perf/callback). Exit status 1 when a named median misses 5 s.
+refusals, both as ratios to issue 36's measurement (busy 8.9 s, address 9.8 s, window 9.3 s), and where the time
+goes (controller CPU and wall per task, tests/perf/callback). Exit status 1 when a named median misses 3 s.
 
 Cluster lab<F> of lab/gen-inventory (default F=42, so other clusters are left alone). Lab containers only;
 every address is route-guarded.
@@ -26,8 +28,9 @@ import time
 
 from bench_rollout import BIN, CALLBACKS, ROOT, children_cpu, container_cpu, machine_busy, playbook, report
 
-BASELINE = {"busy": 5.9, "address": 6.8}
-TARGET = 5.0
+BASELINE = {"busy": 8.9, "address": 9.8, "window": 9.3}
+TARGET = 3.0
+WINDOW_KV_PORT = 20100  # its group lies inside the ADXL window 20000-27999 of the lab's 8 NPUs
 BUSY_PORT_OFFSET = 3  # a port inside the group, not its first
 
 
@@ -91,6 +94,9 @@ def main():
         with open(os.path.join(inv, "host_vars", f"{p}.yml"), "w", encoding="utf-8") as f:
             f.write(f"---\nvllm_pd_host_ip: {hv[p]['lab_mgmt_ip']}\n")
         results["address"] = [refused(inv, hosts, limit, f"decode host {d}") for _run in range(a.runs)]
+        with open(os.path.join(inv, "host_vars", f"{p}.yml"), "w", encoding="utf-8") as f:
+            f.write(f"---\nvllm_pd_kv_port: {WINDOW_KV_PORT}\n")
+        results["window"] = [refused(inv, hosts, limit, "[AdxlWindow]") for _run in range(a.runs)]
     finally:
         if not a.keep:
             playbook(inv, "playbooks/lab_down.yml")
@@ -99,10 +105,10 @@ def main():
         med, first = statistics.median(walls), statistics.median(named)
         print(f"{name}: named in {first:.2f} s, playbook refused in {med:.2f} s (medians of {len(walls)}: "
               f"{', '.join(f'{n:.2f}/{w:.2f}' for n, w in zip(named, walls))}); ratio to baseline {BASELINE[name]} s: "
-              f"named {first / BASELINE[name]:.2f}, refused {med / BASELINE[name]:.2f}; target: named in under {TARGET} s: "
-              f"{'OK' if first < TARGET else 'MISSED'}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+              f"named {first / BASELINE[name]:.2f}, refused {med / BASELINE[name]:.2f}; target: named within {TARGET} s: "
+              f"{'OK' if first <= TARGET else 'MISSED'}; load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         report(f"{name} (last run)", runs[-1], len(hosts), a.top)
-    return 0 if all(statistics.median(m["named"] for m in r) < TARGET for r in results.values()) else 1
+    return 0 if all(statistics.median(m["named"] for m in r) <= TARGET for r in results.values()) else 1
 
 
 if __name__ == "__main__":
