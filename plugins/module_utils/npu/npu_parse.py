@@ -84,6 +84,21 @@ def parse_hccn_conf(text):
     return out
 
 
+def npu_peers(decode_hosts):
+    """[{host, npu, address}] of every NPU of the decode instances of DECODE_HOSTS ([(host, /etc/hccn.conf text,
+    decode instances)], the D hosts of a P host's cluster) to which that host's hccn.conf gives an address: the
+    peers P pings (npu_readiness), in the preflight and the doctor alike."""
+    out = []
+    for host, hccn_text, instances in decode_hosts:
+        conf = parse_hccn_conf(hccn_text or '')
+        for instance in instances or []:
+            for device in instance.get('devices') or []:
+                address = conf.get(int(device), {}).get('address')
+                if address is not None:
+                    out.append({'host': host, 'npu': int(device), 'address': address})
+    return out
+
+
 def driver_version(text):
     """version.info: package_version, else Version [facts §4]."""
     kv = parse_key_values(text)
