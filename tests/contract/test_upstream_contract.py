@@ -674,6 +674,50 @@ def test_example_proxy(upstream):
     assert sorted(imports) == sorted(entry['proxy_imports'])
 
 
+def admin_json(path, route):
+    """(request keys, answer keys) of the example proxy's admin ROUTE: the keys its handler (or the function it
+    awaits/returns) reads with `.get('k')` from the request's JSON, and those of the dicts it returns."""
+    tree = uc.parse(path)
+    functions = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    handler = next((f for f in functions.values() for dec in f.decorator_list
+                    if isinstance(dec, ast.Call) and dec.args and isinstance(dec.args[0], ast.Constant)
+                    and dec.args[0].value == route), None)
+    assert handler is not None, 'no handler of %s in %s' % (route, path.name)
+    reads, answers, todo, seen = set(), set(), [handler], set()
+    while todo:
+        fn = todo.pop()
+        if fn.name in seen:
+            continue
+        seen.add(fn.name)
+        for node in ast.walk(fn):
+            name = uc.call_name(node) if isinstance(node, ast.Call) else None
+            if name in functions:
+                todo.append(functions[name])
+            if (name == 'get' and node.args and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+                    and 'data' in node.func.value.id):
+                reads.add(node.args[0].value)
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
+                answers |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+    return reads, answers
+
+
+def test_proxy_admin_json(upstream):
+    """The admin API's request keys are those its handlers read, and the member lists and the refusal of its answer
+    are under the table's keys (proxy_admin_request, proxy_admin_answer, proxy_admin_error), for both routes; a proxy
+    without the admin API has none."""
+    entry = upstream.entry
+    keys = (entry['proxy_admin_request'], entry['proxy_admin_answer'], entry['proxy_admin_error'])
+    if entry['proxy_add_route'] not in entry['proxy_routes']:
+        assert keys == (None, None, None)
+        return
+    for route in (entry['proxy_add_route'], entry['proxy_remove_route']):
+        reads, answers = admin_json(upstream.proxy, route)
+        assert sorted(entry['proxy_admin_request'].values()) == sorted(reads), route
+        assert sorted((set(entry['proxy_admin_answer'].values()) | {entry['proxy_admin_error']}) - answers) == [], route
+    assert sorted(entry['proxy_admin_answer']) == sorted(entry['kv_roles'])
+
+
 def test_proxy_role_flags(upstream):
     """The proxy role passes only options the release's proxies have (the example proxy, and the Mooncake
     wheel's proxy, the role's default, where the release pins the wheel)."""

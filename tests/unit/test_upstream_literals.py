@@ -29,7 +29,7 @@ UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 
                  'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'proxy_wait_flags', 'cli_lists_flags', 'kv_log_grep',
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
-                 'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags')
+                 'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags', 'proxy_admin_answer')
 
 
 def _strings(value):
@@ -61,7 +61,7 @@ def table_values():
 
 def _use(value):
     """The code use of VALUE: quoted, appended to a URL ('}}/route', ':8000/route'), an env file line (NAME=), a
-    YAML value (key: VALUE) or, for a phrase (a log line), anywhere."""
+    YAML value (key: VALUE), for a snake_case key an attribute (.key) or, for a phrase (a log line), anywhere."""
     v = re.escape(value)
     if ' ' in value:
         return v
@@ -70,6 +70,8 @@ def _use(value):
         pattern += r'''|(?:\}\}|:\d+|["'])%s(?![\w/-])''' % v
     if value.startswith('--'):
         pattern += r'''|[\[,]\s*%s(?=[=,\]\s])''' % v
+    if re.fullmatch(r'[a-z]+(?:_[a-z]+)+', value):  # a key read as an attribute (Jinja: answer.json.KEY)
+        pattern += r'''|\.%s\b''' % v
     return pattern
 
 

@@ -51,6 +51,8 @@ _COMPLETIONS = '/v1/completions'
 _PROXY_ROUTES = (_COMPLETIONS, '/v1/chat/completions', _PROXY_HEALTH)
 _ADMIN_ADD, _ADMIN_REMOVE = '/instances/add', '/instances/remove'
 _ADMIN_ROUTES = (_ADMIN_ADD, _ADMIN_REMOVE)
+_ADMIN_REQUEST = dict(kind='type', members='instances')
+_ADMIN_ANSWER = dict(prefill='current_prefill_instances', decode='current_decode_instances')
 _KV_LINE_HEAD = 'KV cache transfer for request'
 _KV_LINE_TOOK = (_KV_LINE_HEAD + ' %s took %.2f ms. '
                  'local_ip %s local_device_id %s remote_session_id %s')
@@ -125,6 +127,11 @@ def _release(**facts):
         proxy_health_route=_PROXY_HEALTH,
         proxy_add_route=_ADMIN_ADD,
         proxy_remove_route=_ADMIN_REMOVE,
+        # the admin API's JSON: the request's keys (the member kind, a list of host:port), per kind the key of the
+        # members its answer lists, and the key of its refusal (None: a proxy without the admin API)
+        proxy_admin_request=_ADMIN_REQUEST,
+        proxy_admin_answer=_ADMIN_ANSWER,
+        proxy_admin_error='error',
         # the route the smoke test sends its request to (the proxy's, as the engine's: engine_routes)
         proxy_completions_route=_COMPLETIONS,
         # the proxy-global count of requests in flight (an attribute of its state; a /healthcheck key where listed)
@@ -230,7 +237,8 @@ RELEASES = {
                'parallel terms in the port formula',
         vllm='0.11.0', mooncake='0.3.7.post2', cann='8.3.RC2', python=('3.9', '3.12'),
         connector_module=_MCV_OLD, port_terms=('tp',), pp_pcp='none',
-        proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES, proxy_wait_flags=None,
+        proxy_flags=_PROXY_FLAGS, proxy_routes=_PROXY_ROUTES, proxy_wait_flags=None, proxy_admin_request=None,
+        proxy_admin_answer=None, proxy_admin_error=None,
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'decode.tp_size', 'decode.dp_size', 'use_ascend_direct'),
         bench_result_missing=('failed',),
         proxy_python='3.7', proxy_imports=('fastapi', 'httpx', 'uvicorn', 'vllm.logger'),

@@ -12,7 +12,13 @@ localhost and 127.0.0.1 into 0.0.0.0 when it compares members, so do we.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
+
 ROLES = ('prefill', 'decode')
+# the key of each role's members in the answer, and of a refusal (the release table's proxy_admin_answer and
+# proxy_admin_error, the same in every release with the admin API)
+ANSWER_KEYS = runtime(None)['proxy_admin_answer']
+ERROR_KEY = runtime(None)['proxy_admin_error']
 
 
 def member_key(member):
@@ -25,10 +31,10 @@ def member_key(member):
 def live_members(answer):
     """The member lists of an /instances/* answer, {prefill: [...], decode: [...]}; ValueError when the
     answer is not one (an error body, or a proxy without the admin API)."""
-    if not isinstance(answer, dict) or 'error' in answer or any(
-            not isinstance(answer.get('current_%s_instances' % r), list) for r in ROLES):
+    if not isinstance(answer, dict) or ERROR_KEY in answer or any(
+            not isinstance(answer.get(ANSWER_KEYS[r]), list) for r in ROLES):
         raise ValueError('not an /instances answer of the example proxy: %r' % (answer,))
-    return dict((r, [str(m) for m in answer['current_%s_instances' % r]]) for r in ROLES)
+    return dict((r, [str(m) for m in answer[ANSWER_KEYS[r]]]) for r in ROLES)
 
 
 def plan(live, desired, keep=()):

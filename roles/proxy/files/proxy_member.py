@@ -78,6 +78,12 @@ OTHER = {"prefill": "decode", "decode": "prefill"}
 UNIT = "vllm-pd-proxy.service"
 
 
+def admin_body(kind, members):
+    """The JSON body of an admin API request: members (host:port) of KIND (prefill or decode)."""
+    keys = UP["proxy_admin_request"]
+    return {keys["kind"]: kind, keys["members"]: members}
+
+
 def proxy_pid():
     out = subprocess.run(["systemctl", "show", "--property=MainPID", "--value", "--", UNIT],
                          capture_output=True, text=True, check=False).stdout.strip()
@@ -140,12 +146,12 @@ def healthcheck(url):
 
 def lists(url):
     """{"prefill": [...], "decode": [...]} as the proxy lists them."""
-    body = json.dumps({"type": "prefill", "instances": []}).encode()
+    body = json.dumps(admin_body("prefill", [])).encode()
     req = urllib.request.Request(url + ADMIN["add"], data=body, headers={"Content-Type": "application/json"},
                                  method="POST")
     with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
         answer = json.load(r)
-    return {k: answer.get("current_%s_instances" % k, []) for k in OTHER}
+    return {k: answer.get(UP["proxy_admin_answer"][k], []) for k in OTHER}
 
 
 def gauges(text):
@@ -234,14 +240,14 @@ def drop_deadline(pid):
 
 def call(url, mode, kind, member):
     """/instances/MODE of MEMBER (None: of nothing, which only reads the lists) -> the members of KIND listed after it."""
-    body = json.dumps({"type": kind, "instances": [member] if member else []}).encode()
+    body = json.dumps(admin_body(kind, [member] if member else [])).encode()
     req = urllib.request.Request(url + ADMIN[mode], data=body,
                                  headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
         answer = json.load(r)
-    if "error" in answer:
-        raise RuntimeError(answer["error"])
-    return answer.get("current_%s_instances" % kind, [])
+    if UP["proxy_admin_error"] in answer:
+        raise RuntimeError(answer[UP["proxy_admin_error"]])
+    return answer.get(UP["proxy_admin_answer"][kind], [])
 
 
 def settle(url, kind, member, marker, pid, clock=time.time, sleep=time.sleep):
@@ -389,7 +395,7 @@ def restart(url, timeout, desired, clock=time.monotonic, sleep=time.sleep):
     for kind, members in desired.items():
         missing = [m for m in members if m not in listed[kind]]
         if missing:
-            body = json.dumps({"type": kind, "instances": missing}).encode()
+            body = json.dumps(admin_body(kind, missing)).encode()
             req = urllib.request.Request(url + ADMIN["add"], data=body,
                                          headers={"Content-Type": "application/json"}, method="POST")
             urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT).close()
