@@ -185,6 +185,53 @@ def test_bench_flags(upstream):
     assert sorted(bench_argv_flags(flags) ^ table) == []
 
 
+def argument_choices(paths, flag):
+    """The choices of every add_argument(FLAG, choices=...) in PATHS: a list of strings, or (list(NAME) /
+    list(NAME.keys())) the keys of the dict literal NAME is assigned in PATHS."""
+    trees = [uc.parse(p) for p in paths]
+    dicts = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(
+                node, 'target', None) if isinstance(node, ast.AnnAssign) else None
+            if isinstance(target, ast.Name) and isinstance(getattr(node, 'value', None), ast.Dict):
+                dicts[target.id] = {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+    out = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if uc.call_name(node) != 'add_argument' or not any(
+                    isinstance(a, ast.Constant) and a.value == flag for a in node.args):
+                continue
+            for kw in node.keywords:
+                if kw.arg != 'choices':
+                    continue
+                if isinstance(kw.value, ast.List):
+                    out |= {e.value for e in kw.value.elts if isinstance(e, ast.Constant)}
+                names = [n.id for n in ast.walk(kw.value) if isinstance(n, ast.Name) and n.id in dicts]
+                for name in names:
+                    out |= dicts[name]
+    return out
+
+
+def test_bench_values(upstream):
+    """The values the benchmark passes to `vllm bench serve` (bench_vllm.argv: the table's bench_values) are ones the
+    release takes: a backend and a dataset of its choices, and latencies it reports percentiles of (a mean_<m>_ms
+    of its metrics)."""
+    files = sorted((upstream.vl / 'vllm' / 'benchmarks').rglob('*.py'))
+    flags, values = upstream.entry['bench_flags'], upstream.entry['bench_values']
+    spec = dict(host='h', port=1, endpoint='/v1/completions', model='m', input_len=1, output_len=1, count=1, rate=1)
+    argv = bench_vllm.argv('vllm', spec, set(), 'd', 'f')
+    given = dict((argv[i], argv[i + 1]) for i in range(len(argv) - 1) if argv[i].startswith('--'))
+    assert given[flags['backend']] == values['backend']
+    assert given[flags['backend']] in argument_choices(files, flags['backend'])
+    assert given[flags['dataset_name']] == values['dataset_name']
+    assert given[flags['dataset_name']] in argument_choices(files, flags['dataset_name'])
+    metrics = given[flags['percentile_metrics']].split(',')
+    assert metrics == list(values['percentile_metrics'])
+    serve_py = (upstream.vl / 'vllm' / 'benchmarks' / 'serve.py').read_text(encoding='utf-8')
+    assert sorted(m for m in metrics if not re.search(r'\bmean_%s_ms\s*:' % m, serve_py)) == []
+
+
 # ---------------------------------------------------------------------------------------------------------
 # b. plain --help vs --help=all
 

@@ -82,6 +82,9 @@ _BENCH_FLAGS = dict(backend='--backend', host='--host', port='--port', endpoint=
                     save_result='--save-result', result_dir='--result-dir', result_filename='--result-filename',
                     max_concurrency='--max-concurrency', served_model_name='--served-model-name',
                     ignore_eos='--ignore-eos', seed='--seed', save_detailed='--save-detailed', disable_tqdm='--disable-tqdm')
+# the values the benchmark gives `vllm bench serve`: its backend (the OpenAI completions client), its dataset (random
+# prompts of a given length) and the latencies it asks percentiles of (each a mean_<name>_ms of its result)
+_BENCH_VALUES = dict(backend='openai', dataset_name='random', percentile_metrics=('ttft', 'tpot', 'itl', 'e2el'))
 _KV_CONFIG_KEYS = dict(connector='kv_connector', role='kv_role', port='kv_port', extra_config='kv_connector_extra_config')
 _KV_ROLES = dict(prefill='kv_producer', decode='kv_consumer')
 _ENGINE_ENV = dict(hccl_if_ip='HCCL_IF_IP', gloo_socket_ifname='GLOO_SOCKET_IFNAME', tp_socket_ifname='TP_SOCKET_IFNAME',
@@ -158,6 +161,7 @@ def _release(**facts):
         serve_flags=_SERVE_FLAGS,
         serve_aliases=_SERVE_ALIASES,
         bench_flags=_BENCH_FLAGS,
+        bench_values=_BENCH_VALUES,
         # the kv-transfer-config fields the engine role renders (vLLM KVTransferConfig) and its kv_role values
         kv_config_keys=_KV_CONFIG_KEYS,
         kv_roles=_KV_ROLES,

@@ -19,11 +19,13 @@ import re
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import summary
 
-# the release table's facts of `vllm bench serve` (bench_flags, cli_lists_flags: the same in every release it knows)
+# the release table's facts of `vllm bench serve` (bench_flags, bench_values, cli_lists_flags: the same in every
+# release it knows)
 _UP = releases.runtime(None)
 _BENCH = _UP['bench_flags']
+_VALUES = _UP['bench_values']
 
-METRICS = ('ttft', 'tpot', 'itl', 'e2el')
+METRICS = _VALUES['percentile_metrics']
 # the fields of each latency summary (loadgen.summary's)
 KEYS = ('n', 'mean', 'p50', 'p90', 'p99', 'min', 'max')
 # The gate reads these; a release without one cannot run the benchmark as asked.
@@ -50,8 +52,8 @@ def argv(binary, spec, flags, result_dir, result_file):
     """argv of `vllm bench serve` for SPEC (host, port, endpoint, model, served_model_name, input_len,
     output_len, count, rate, concurrency, seed) with the FLAGS this release has."""
     f = _BENCH
-    out = [binary, 'bench', 'serve', f['backend'], 'openai', f['host'], spec['host'], f['port'], str(spec['port']),
-           f['endpoint'], spec['endpoint'], f['model'], spec['model'], f['dataset_name'], 'random',
+    out = [binary, 'bench', 'serve', f['backend'], _VALUES['backend'], f['host'], spec['host'], f['port'], str(spec['port']),
+           f['endpoint'], spec['endpoint'], f['model'], spec['model'], f['dataset_name'], _VALUES['dataset_name'],
            f['random_input_len'], str(spec['input_len']), f['random_output_len'], str(spec['output_len']),
            f['num_prompts'], str(spec['count']),
            f['request_rate'], 'inf' if not spec.get('rate') else repr(float(spec['rate'])),
