@@ -127,6 +127,6 @@ def window_overlaps(ports, windows):
         hit = [p for p in ports if window and window[0] <= p <= window[1]]
         if hit:
             findings.append(dict(check=check, ports=hit, window=list(window),
-                                 msg='port(s) %s of the group overlap the %s %d-%d; %s' % (span(hit), label, window[0],
-                                                                                         window[1], hint)))
+                                 msg='port(s) %s of the group overlap the %s %d-%d; %s' % (
+                                     span(hit), label, window[0], window[1], hint)))
     return findings

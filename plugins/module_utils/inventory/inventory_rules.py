@@ -31,7 +31,8 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_clu
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_env import ENV_VARS, rule_api_key, rule_engine_env, rule_secret_env_names
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_parallel import rule_external_dp, rule_parallel_sizes, rule_tp_ratio
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_ports import rule_host_layout, rule_group_windows, rule_monitoring_ports, rule_port_windows
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_ports import (
+    rule_group_windows, rule_host_layout, rule_monitoring_ports, rule_port_windows)
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_proxy import rule_benchmark, rule_proxy
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_releases import rule_vllm_ascend_version
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_runtime import (
