@@ -142,7 +142,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.parallel import side_sizes
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds, group_width
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import port_group
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import instance_ports
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 
 # the `vllm serve` options of the plan's argv pieces (the same in every release of the table)
@@ -271,8 +271,7 @@ def pd_instances(kind, tp_size, dp_size=1, dp_ranks=None, api_port=0, devices=No
 def group_ports(instance):
     """The ports an instance's engine binds (only a prefill one binds), in worker order (port_group.port_group:
     kv_port + (port rank) * tp*pp*pcp + (pp_rank*pcp + pcp_rank)*tp + tp_rank); pp and pcp default to 1."""
-    return port_group(int(instance["kv_port"]), int(instance["tp"]), int(instance.get("pp", 1)),
-                      int(instance.get("pcp", 1)), int(instance["port_rank_start"]), int(instance["dp_size_local"]))
+    return instance_ports(instance)
 
 
 def pd_group_text(instance):

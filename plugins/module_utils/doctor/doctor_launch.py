@@ -66,6 +66,18 @@ def parse_launch(argv, environ):
     return out
 
 
+def running_engines(argvs, host):
+    """The launch settings (parse_launch, no environment) of each running engine of HOST, from ARGVS ({unit: argv
+    words}, what launch_read.py prints), with host, unit and kind (prefill for a vllm-pd-prefill* unit, else
+    decode); units whose command line is no 'vllm serve' are left out."""
+    out = []
+    for unit, argv in argvs.items():
+        launch = parse_launch(argv, None)
+        if launch:
+            out.append(dict(launch, host=host, unit=unit, kind='prefill' if unit.startswith('vllm-pd-prefill') else 'decode'))
+    return out
+
+
 def _label(engine):
     return '%s %s' % (engine['kind'], engine['host'])
 

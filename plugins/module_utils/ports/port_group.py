@@ -29,6 +29,20 @@ def port_group(kv_port, tp_size=1, pp_size=1, pcp_size=1, dp_rank_start=0, dp_si
     return list(range(bounds.first, bounds.last + 1))
 
 
+def instance_ports(instance):
+    """port_group() of a planned instance (pd_instances: kv_port, tp, pp, pcp, port_rank_start, dp_size_local; pp and
+    pcp default to 1)."""
+    return port_group(int(instance["kv_port"]), int(instance["tp"]), int(instance.get("pp", 1)),
+                      int(instance.get("pcp", 1)), int(instance["port_rank_start"]), int(instance["dp_size_local"]))
+
+
+def api_port_checks(instances, active):
+    """The API port of each planned instance (INSTANCES: {prefill: [...], decode: [...]}) whose unit is not in ACTIVE
+    (running units keep theirs), prefill first: {what, port, var} for the is-it-free check."""
+    return [{'what': '%s API' % i['name'], 'port': i['api_port'], 'var': kind + '_api_port'}
+            for kind in ('prefill', 'decode') for i in instances[kind] if i['unit'] not in active]
+
+
 def parse_port_list(text):
     """Parse a kernel port list ('8080,9000-9010') into sorted (lo, hi) ranges."""
     ranges = []

@@ -150,3 +150,13 @@ def test_a_model_that_differs_and_env_that_differs_are_named():
                  fingerprint='e' * 64)
     checks = sorted(f['check'] for f in diagnose(c)[0] if f['step'] == 2)
     assert checks == ['EngineEnvMismatch', 'ModelMismatch']
+
+
+def test_running_engines_name_host_unit_and_kind_and_skip_what_is_no_vllm_serve():
+    from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_launch import parse_launch, running_engines
+    argv = ['/usr/bin/vllm', 'serve', '/m', '--tensor-parallel-size', '2']
+    out = running_engines({'vllm-pd-prefill-0.service': argv, 'vllm-pd-proxy.service': ['python3', 'proxy.py'],
+                           'vllm-pd-decode-0.service': argv}, 'h1')
+    assert out == [dict(parse_launch(argv, {}), host='h1', unit='vllm-pd-prefill-0.service', kind='prefill'),
+                   dict(parse_launch(argv, {}), host='h1', unit='vllm-pd-decode-0.service', kind='decode')]
+    assert out[0]['tp'] == 2 and running_engines({}, 'h1') == []

@@ -168,3 +168,19 @@ def test_port_group_is_the_connector_formula(tp, pp, pcp, rank):
     want = [30000 + rank * tp * pp * pcp + (p * pcp + c) * tp + t
             for p in range(pp) for c in range(pcp) for t in range(tp)]
     assert pg.port_group(30000, tp, pp_size=pp, pcp_size=pcp, dp_rank_start=rank) == want
+
+
+def test_api_port_checks_only_units_that_do_not_run_prefill_first():
+    from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import api_port_checks
+    instances = {'decode': [{'name': 'd0', 'unit': 'vllm-pd-decode-0.service', 'api_port': 9100}],
+                 'prefill': [{'name': 'p0', 'unit': 'vllm-pd-prefill-0.service', 'api_port': 9000},
+                             {'name': 'p1', 'unit': 'vllm-pd-prefill-1.service', 'api_port': '9001'}]}
+    assert api_port_checks(instances, ['vllm-pd-prefill-0.service']) == [
+        {'what': 'p1 API', 'port': '9001', 'var': 'prefill_api_port'},
+        {'what': 'd0 API', 'port': 9100, 'var': 'decode_api_port'}]
+    assert api_port_checks({'prefill': [], 'decode': []}, []) == []
+
+
+def test_instance_ports_defaults_pp_and_pcp_to_one():
+    from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import instance_ports
+    assert instance_ports({'kv_port': '100', 'tp': 2, 'port_rank_start': 1, 'dp_size_local': 2}) == [102, 103, 104, 105]
