@@ -92,3 +92,24 @@ def doctor_targets(hosts, groups, host, play_hosts):
                 out.append({'host': h, 'address': e['advertised']['address'], 'ports': e['group']['ports'],
                             'what': 'advertised'})
     return out
+
+
+UNINSPECTED = 'the host was unreachable or a task failed before the doctor could inspect it'
+
+
+def diagnose_hosts(hosts, play_hosts):
+    """The diagnose input: every host of the play but those being retired (they are expected to run nothing),
+    also those that failed or were unreachable, in play order: its __doctor_entry (else its cluster, groups and
+    why it has none), with the proxy's members as the proxy served them (__proxy_inspect_members, else None)."""
+    out = {}
+    for h in play_hosts:
+        v = hosts[h]
+        if v.get('vllm_pd_state', 'present') == 'absent':
+            continue
+        names = [g[len('vllm_pd_'):] if g.startswith('vllm_pd_') else g for g in v['group_names']]
+        entry = v.get('__doctor_entry', _MISSING)
+        if entry is _MISSING:
+            entry = {'cluster': v.get('vllm_pd_cluster', ''), 'groups': [r for r in ('prefill', 'decode', 'proxy') if r in names],
+                     'unreachable': UNINSPECTED}
+        out[h] = dict(entry, proxy_members=v.get('__proxy_inspect_members'))
+    return out

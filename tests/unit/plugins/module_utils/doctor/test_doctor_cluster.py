@@ -6,7 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_cluster import (
-    cluster_members, doctor_engines, doctor_peers, doctor_targets)
+    UNINSPECTED, cluster_members, diagnose_hosts, doctor_engines, doctor_peers, doctor_targets)
 
 GROUPS = {'vllm_pd_prefill': ['p1', 'p2', 'pd3', 'px'], 'vllm_pd_decode': ['d1', 'd2', 'pd3', 'dx', 'dgone'],
           'vllm_pd_proxy': ['p1']}
@@ -53,15 +53,15 @@ def test_the_cluster_is_compared_as_it_is():
 
 def test_peers_are_the_other_side_with_an_address():
     hv = hostvars()
-    assert doctor_peers(hv, GROUPS, 'p1', PLAY) == [{'host': 'd1', 'address': '10.0.0.11'},
-                                                   {'host': 'd2', 'address': '10.0.0.12'}]
+    assert doctor_peers(hv, GROUPS, 'p1', PLAY) == [
+        {'host': 'd1', 'address': '10.0.0.11'}, {'host': 'd2', 'address': '10.0.0.12'}]
     assert doctor_peers(hv, GROUPS, 'd1', PLAY) == [{'host': 'p1', 'address': '10.0.0.1'}]  # p2 has no address
     assert doctor_peers(hv, GROUPS, 'other', PLAY) == []
 
 
 def test_a_host_in_both_groups_pings_both_sides_but_not_itself():
-    assert doctor_peers(hostvars(), GROUPS, 'pd3', PLAY) == [{'host': 'dx', 'address': '10.0.1.11'},
-                                                            {'host': 'px', 'address': '10.0.1.1'}]
+    assert doctor_peers(hostvars(), GROUPS, 'pd3', PLAY) == [
+        {'host': 'dx', 'address': '10.0.1.11'}, {'host': 'px', 'address': '10.0.1.1'}]
 
 
 def test_a_retiring_host_and_a_host_outside_the_play_are_no_peers():
@@ -73,8 +73,8 @@ ENGINE = {'kind': 'prefill', 'advertised': {'address': '10.0.0.1'}, 'group': {'p
 
 
 def test_targets_are_the_inspected_prefill_engines_with_a_group():
-    hv = hostvars(p1={'__doctor_inspect': inspect(ENGINE, dict(ENGINE, kind='decode'),
-                                                   {'kind': 'prefill', 'advertised': {'address': 'x'}})},
+    no_group = {'kind': 'prefill', 'advertised': {'address': 'x'}}
+    hv = hostvars(p1={'__doctor_inspect': inspect(ENGINE, dict(ENGINE, kind='decode'), no_group)},
                   p2={'__doctor_inspect': inspect(dict(ENGINE, advertised={'address': '10.0.0.2'}, group={'ports': [1]}))},
                   d1={'__doctor_inspect': inspect(ENGINE)})
     assert doctor_targets(hv, GROUPS, 'd1', PLAY) == [
@@ -108,3 +108,18 @@ def test_engine_sizes_are_read_as_jinja_int_reads_them():
     (e,) = doctor_engines({'prefill': [dict(PREFILL, tp='4', pp='2.0', pcp=None)], 'decode': []})
     assert (e['tp_size'], e['pp_size'], e['pcp_size']) == (4, 2, 0)
     assert doctor_engines({'prefill': [], 'decode': []}) == []
+
+
+def test_diagnose_hosts_every_play_host_but_the_retiring_with_its_entry_or_why_not():
+    hv = {'p1': {'group_names': ['cluster_a', 'vllm_pd_prefill', 'vllm_pd_proxy'], 'vllm_pd_cluster': 'a',
+                 '__doctor_entry': {'cluster': 'a', 'groups': ['prefill', 'proxy'], 'inspect': {}},
+                 '__proxy_inspect_members': {'prefill': []}},
+          'd1': {'group_names': ['vllm_pd_decode', 'prefill'], 'vllm_pd_cluster': 'a'},
+          'd9': {'group_names': ['vllm_pd_decode'], 'vllm_pd_state': 'absent', '__doctor_entry': {}},
+          'x': {'group_names': []}}
+    out = diagnose_hosts(hv, ['d1', 'p1', 'd9', 'x'])
+    assert list(out) == ['d1', 'p1', 'x']
+    assert out['p1'] == {'cluster': 'a', 'groups': ['prefill', 'proxy'], 'inspect': {}, 'proxy_members': {'prefill': []}}
+    assert out['d1'] == {'cluster': 'a', 'groups': ['prefill', 'decode'], 'unreachable': UNINSPECTED, 'proxy_members': None}
+    assert out['x'] == {'cluster': '', 'groups': [], 'unreachable': UNINSPECTED, 'proxy_members': None}
+    assert 'proxy_members' not in hv['p1']['__doctor_entry']  # the host's entry is not changed
