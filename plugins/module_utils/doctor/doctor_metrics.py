@@ -103,3 +103,16 @@ def latencies(text):
                 out[key] = dict(distribution(hist), metric=name)
                 break
     return out
+
+
+def metrics_reads(results):
+    """Per engine of a host, from the registered results of the doctor's GET /metrics loop (one per engine,
+    its item the engine): {kind, unit, url, text (the /metrics text when it answered 200), error (why not)}."""
+    out = []
+    for r in results:
+        ok = r.get('status', -1) == 200
+        why = r['msg'] if 'msg' in r else 'status %s' % (r.get('status', '?'),)
+        out.append({'kind': r['item']['kind'], 'unit': r['item']['unit'], 'url': r.get('url'),
+                    'text': r.get('content', '') if ok else None,
+                    'error': None if ok else 'GET /metrics: %s' % (why,)})
+    return out

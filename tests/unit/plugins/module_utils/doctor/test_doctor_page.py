@@ -196,3 +196,20 @@ def test_page_values_equal_the_json_and_the_page_is_self_contained():
     for svg in svgs:
         ET.fromstring(svg)
     assert re.search(r'<title>100\.00\.\.500\.00 ms: 6</title>', html)
+
+
+def test_metrics_reads_from_the_uri_loop_results():
+    item = {'kind': 'decode', 'unit': 'vllm-pd-decode.service'}
+    results = [dict(item=dict(item, kind='prefill'), status=200, url='http://a:8100/metrics', content='# HELP x\n'),
+               dict(item=item, status=-1, url='http://a:8200/metrics', msg='Status code was -1: refused'),
+               dict(item=item, status=503, content='busy'),
+               dict(item=item),
+               dict(item=item, status=200)]
+    assert M.metrics_reads(results) == [
+        {'kind': 'prefill', 'unit': 'vllm-pd-decode.service', 'url': 'http://a:8100/metrics', 'text': '# HELP x\n', 'error': None},
+        {'kind': 'decode', 'unit': 'vllm-pd-decode.service', 'url': 'http://a:8200/metrics', 'text': None,
+         'error': 'GET /metrics: Status code was -1: refused'},
+        {'kind': 'decode', 'unit': 'vllm-pd-decode.service', 'url': None, 'text': None, 'error': 'GET /metrics: status 503'},
+        {'kind': 'decode', 'unit': 'vllm-pd-decode.service', 'url': None, 'text': None, 'error': 'GET /metrics: status ?'},
+        {'kind': 'decode', 'unit': 'vllm-pd-decode.service', 'url': None, 'text': '', 'error': None}]
+    assert M.metrics_reads([]) == []
