@@ -15,15 +15,9 @@ description:
     host of C(vllm_pd_decode) in its C(vllm_pd_cluster), with the address that host's /etc/hccn.conf gives it;
     the peers the NPU readiness check pings. NPUs without an address in hccn.conf are left out.
   - Any other host gets an empty list.
+extends_documentation_fragment:
+  - vllm_pd.ascend.hostvars_groups
 options:
-  _input:
-    description: hostvars.
-    type: dict
-    required: true
-  groups:
-    description: The inventory groups (C(groups)).
-    type: dict
-    required: true
   host:
     description: The prefill host (C(inventory_hostname)).
     type: str
