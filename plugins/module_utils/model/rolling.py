@@ -28,6 +28,24 @@ def _chunks(hosts, size):
     return out
 
 
+def engine_hosts(targeted, groups, hostvars):
+    """The engine hosts of a rollout: every host of TARGETED (the run's hosts, in their order) in
+    groups vllm_pd_prefill, then every one in vllm_pd_decode (a host in both is listed twice), without the
+    retiring ones (vllm_pd_state: absent). HOSTVARS maps a host to its variables (vllm_pd_cluster required).
+    -> [{host, cluster (a string), role}], the input of batches()."""
+    out = []
+    for role in ROLES:
+        members = groups.get('vllm_pd_' + role) or []
+        for host in targeted:
+            if host not in members:
+                continue
+            variables = hostvars[host]
+            if variables.get('vllm_pd_state', 'present') == 'absent':
+                continue
+            out.append({'host': host, 'cluster': str(variables['vllm_pd_cluster']), 'role': role})
+    return out
+
+
 def batches(hosts, batch_size=1):
     """HOSTS: [{host, cluster, role}] in inventory order (retiring hosts left out). -> [[{host, role}, ...], ...]:
     batch i holds the i-th batch of every cluster (a host in both groups rolls once per role)."""

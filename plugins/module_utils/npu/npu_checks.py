@@ -11,6 +11,8 @@ check_names.CHECKS. Pure functions over plain data.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from collections.abc import Mapping
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu.npu_parse import (
     memlock_unlimited, mounted_paths, parse_size, run_option_values)
@@ -228,6 +230,25 @@ def cluster_findings(reports):
                                    'install one %s version on every host of the cluster (P and D must run the same '
                                    'stack)%s' % (what, '' if want is None else ': %s on %s' % (want, host)),
                                    '%s versions differ across the cluster' % what))
+    return out
+
+
+def clusters_findings(clusters, hosts, hostvars, result):
+    """cluster_findings() of each of CLUSTERS (strings, in order) over the HOSTS (the play's) of that cluster
+    whose npu_readiness result (the host variable RESULT in HOSTVARS) has TLS readings and its tools: the
+    findings of every cluster, one list."""
+    out = []
+    for cluster in clusters:
+        reports = []
+        for host in hosts:
+            variables = hostvars[host]
+            r = variables.get(result)
+            if str(variables.get('vllm_pd_cluster', '')) != cluster or not isinstance(r, Mapping) or 'tls' not in r \
+                    or r['tools_missing']:
+                continue
+            reports.append({'host': host, 'tls': r['tls'], 'driver_version': r['driver_version'],
+                            'cann_version': r['cann_version']})
+        out.extend(cluster_findings(reports))
     return out
 
 

@@ -43,6 +43,24 @@ def api_port_checks(instances, active):
             for kind in ('prefill', 'decode') for i in instances[kind] if i['unit'] not in active]
 
 
+def prefill_groups(prefill_hosts, hostvars, cluster):
+    """The port group of every prefill instance of CLUSTER, as a decode host proves it reaches them
+    (kv_port_group state=reachable): PREFILL_HOSTS is group vllm_pd_prefill (its order is kept), HOSTVARS
+    maps a host to its variables (vllm_pd_cluster, vllm_pd_state, vllm_pd_address, vllm_pd_instances);
+    retiring hosts (vllm_pd_state: absent) are left out. -> [{host, unit, address, kv_port, tp_size, pp_size,
+    pcp_size, dp_rank_start, dp_size_local}]."""
+    out = []
+    for host in prefill_hosts:
+        variables = hostvars[host]
+        if str(variables['vllm_pd_cluster']) != str(cluster) or variables.get('vllm_pd_state', 'present') == 'absent':
+            continue
+        for i in variables['vllm_pd_instances']['prefill']:
+            out.append({'host': host, 'unit': i['unit'], 'address': variables['vllm_pd_address']['address'],
+                        'kv_port': i['kv_port'], 'tp_size': i['tp'], 'pp_size': i.get('pp', 1), 'pcp_size': i.get('pcp', 1),
+                        'dp_rank_start': i['port_rank_start'], 'dp_size_local': i['dp_size_local']})
+    return out
+
+
 def parse_port_list(text):
     """Parse a kernel port list ('8080,9000-9010') into sorted (lo, hi) ranges."""
     ranges = []
