@@ -782,23 +782,26 @@ def test_proxy_role_flags(upstream):
 # ---------------------------------------------------------------------------------------------------------
 # i. the result file of vllm bench serve
 
-def normalize_reads():
-    """The result-file keys bench_vllm.normalize reads (data.get('k'), data.get('tmpl' % metric))."""
+def normalize_reads(entry):
+    """The result-file keys bench_vllm.normalize reads: each _RESULT['name'] it reads is the table's
+    bench_result_keys[name] (a %s key once per percentile metric); it reads none by a literal key."""
     tree = uc.parse(ROOT / 'plugins/module_utils/verify/bench_vllm.py')
-    keys = set()
+    names, literal = set(), []
     for node in ast.walk(tree):
-        if (uc.call_name(node) == 'get' and isinstance(node.func.value, ast.Name) and node.func.value.id == 'data'
-                and node.args):
-            arg = node.args[0]
-            if isinstance(arg, ast.Constant):
-                keys.add(arg.value)
-            elif isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Mod):
-                for tmpl in [arg.left] if isinstance(arg.left, ast.Constant) else []:
-                    keys |= {tmpl.value % m for m in bench_vllm.METRICS}
-                if isinstance(arg.left, ast.Name):
-                    # field % name, field from the (key, template) pairs of the loop
-                    for t in uc.str_constants(tree, r'[a-z0-9]+_%s_ms'):
-                        keys |= {t % m for m in bench_vllm.METRICS}
+        if isinstance(node, ast.Subscript) and getattr(node.value, 'id', None) == '_RESULT':
+            names.add(node.slice.value if isinstance(node.slice, ast.Constant) else 'by variable')
+        if uc.call_name(node) == 'get' and isinstance(node.func.value, ast.Name) and node.func.value.id == 'data':
+            key = node.args[0].left if node.args and isinstance(node.args[0], ast.BinOp) else (node.args or [None])[0]
+            if not (isinstance(key, ast.Subscript) and getattr(key.value, 'id', None) == '_RESULT'):
+                literal.append(ast.unparse(node))
+    assert literal == [], 'read the result keys from the release table (bench_result_keys)'
+    table = entry['bench_result_keys']
+    # a key chosen by a variable (the loop over mean, p50, p90, p99) can be any of the table's
+    names = (names - {'by variable'}) | ({'mean', 'p50', 'p90', 'p99'} if 'by variable' in names else set())
+    assert sorted(names - set(table)) == []
+    keys = set()
+    for name in names:
+        keys |= {table[name] % m for m in bench_vllm.METRICS} if '%s' in table[name] else {table[name]}
     return keys
 
 
@@ -821,7 +824,7 @@ def result_keys(serve_py):
 def test_bench_result_keys(upstream):
     consts, patterns = result_keys(upstream.vl / 'vllm' / 'benchmarks' / 'serve.py')
     assert len(consts) > 10, 'the result dict of vllm/benchmarks/serve.py moved'
-    missing = sorted(k for k in normalize_reads() if k not in consts and not any(p.match(k) for p in patterns))
+    missing = sorted(k for k in normalize_reads(upstream.entry) if k not in consts and not any(p.match(k) for p in patterns))
     assert missing == sorted(upstream.entry['bench_result_missing'])
 
 

@@ -85,6 +85,12 @@ _BENCH_FLAGS = dict(backend='--backend', host='--host', port='--port', endpoint=
 # the values the benchmark gives `vllm bench serve`: its backend (the OpenAI completions client), its dataset (random
 # prompts of a given length) and the latencies it asks percentiles of (each a mean_<name>_ms of its result)
 _BENCH_VALUES = dict(backend='openai', dataset_name='random', percentile_metrics=('ttft', 'tpot', 'itl', 'e2el'))
+# the keys of the result file of `vllm bench serve` the benchmark reads (benchmarks/serve.py's result dict; a
+# %s key is one per percentile metric); bench_result_missing names those a release does not write
+_BENCH_RESULT_KEYS = dict(completed='completed', failed='failed', errors='errors', duration='duration',
+                          request_throughput='request_throughput', output_throughput='output_throughput',
+                          total_output_tokens='total_output_tokens', ttfts='ttfts', itls='itls', output_lens='output_lens',
+                          mean='mean_%s_ms', median='median_%s_ms', p50='p50_%s_ms', p90='p90_%s_ms', p99='p99_%s_ms')
 _KV_CONFIG_KEYS = dict(connector='kv_connector', role='kv_role', port='kv_port', extra_config='kv_connector_extra_config')
 _KV_ROLES = dict(prefill='kv_producer', decode='kv_consumer')
 _ENGINE_ENV = dict(hccl_if_ip='HCCL_IF_IP', gloo_socket_ifname='GLOO_SOCKET_IFNAME', tp_socket_ifname='TP_SOCKET_IFNAME',
@@ -162,6 +168,7 @@ def _release(**facts):
         serve_aliases=_SERVE_ALIASES,
         bench_flags=_BENCH_FLAGS,
         bench_values=_BENCH_VALUES,
+        bench_result_keys=_BENCH_RESULT_KEYS,
         # the kv-transfer-config fields the engine role renders (vLLM KVTransferConfig) and its kv_role values
         kv_config_keys=_KV_CONFIG_KEYS,
         kv_roles=_KV_ROLES,

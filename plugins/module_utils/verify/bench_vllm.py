@@ -24,6 +24,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen impo
 _UP = releases.runtime(None)
 _BENCH = _UP['bench_flags']
 _VALUES = _UP['bench_values']
+_RESULT = _UP['bench_result_keys']
 
 METRICS = _VALUES['percentile_metrics']
 # the fields of each latency summary (loadgen.summary's)
@@ -86,11 +87,11 @@ def _metric(data, name, samples):
     out = dict((k, None) for k in KEYS)
     if samples:
         out.update(summary(samples))
-    out['n'] = len(samples) if samples else data.get('completed')
-    for key, field in (('mean', 'mean_%s_ms'), ('p50', 'p50_%s_ms'), ('p90', 'p90_%s_ms'), ('p99', 'p99_%s_ms')):
-        value = data.get(field % name)
+    out['n'] = len(samples) if samples else data.get(_RESULT['completed'])
+    for key in ('mean', 'p50', 'p90', 'p99'):
+        value = data.get(_RESULT[key] % name)
         if value is None and key == 'p50':
-            value = data.get('median_%s_ms' % name)
+            value = data.get(_RESULT['median'] % name)
         if value is not None:
             out[key] = float(value)
     return out
@@ -101,14 +102,14 @@ def _latencies(data):
 
     vLLM's result file has no `latencies` (benchmarks/serve.py, the result dict): a request's latency is the time of
     its last token (lib/endpoint_request_func.py), i.e. its ttft plus the sum of its inter-token gaps (itls)."""
-    ttfts, itls, errors = data.get('ttfts') or [], data.get('itls') or [], data.get('errors') or []
+    ttfts, itls, errors = data.get(_RESULT['ttfts']) or [], data.get(_RESULT['itls']) or [], data.get(_RESULT['errors']) or []
     return [ttfts[i] + sum(itls[i] or []) if ttfts[i] and i < len(itls) and not (i < len(errors) and errors[i])
             else None for i in range(len(ttfts))]
 
 
 def _tpot_samples(data, lat):
     """Per-request TPOT (ms) as vllm computes it: (latency - ttft) / (output tokens - 1)."""
-    ttft, outl = data.get('ttfts') or [], data.get('output_lens') or []
+    ttft, outl = data.get(_RESULT['ttfts']) or [], data.get(_RESULT['output_lens']) or []
     return [(lat[i] - ttft[i]) * 1000.0 / (outl[i] - 1) for i in range(min(len(lat), len(ttft), len(outl)))
             if outl[i] and outl[i] > 1 and lat[i] and ttft[i]]
 
@@ -116,17 +117,17 @@ def _tpot_samples(data, lat):
 def normalize(data, count):
     """The result file of `vllm bench serve` as the benchmark's result (the load generator's form).
     COUNT: the requests asked for (older releases have no `failed`)."""
-    completed = int(data.get('completed') or 0)
-    failed = data.get('failed')
+    completed = int(data.get(_RESULT['completed']) or 0)
+    failed = data.get(_RESULT['failed'])
     failed = int(failed) if failed is not None else max(0, int(count) - completed)
-    errors = [str(e) for e in data.get('errors') or [] if e][:20]
-    itls = [x for per_request in data.get('itls') or [] for x in per_request or []]
+    errors = [str(e) for e in data.get(_RESULT['errors']) or [] if e][:20]
+    itls = [x for per_request in data.get(_RESULT['itls']) or [] for x in per_request or []]
     lat = _latencies(data)
-    samples = dict(ttft=_ms(data.get('ttfts')), tpot=_tpot_samples(data, lat), itl=_ms(itls), e2el=_ms(lat))
-    out = dict(completed=completed, failed=failed, errors=errors, duration_s=float(data.get('duration') or 0.0),
-               request_throughput=float(data.get('request_throughput') or 0.0),
-               output_throughput=float(data.get('output_throughput') or 0.0),
-               total_output_tokens=int(data.get('total_output_tokens') or 0))
+    samples = dict(ttft=_ms(data.get(_RESULT['ttfts'])), tpot=_tpot_samples(data, lat), itl=_ms(itls), e2el=_ms(lat))
+    out = dict(completed=completed, failed=failed, errors=errors, duration_s=float(data.get(_RESULT['duration']) or 0.0),
+               request_throughput=float(data.get(_RESULT['request_throughput']) or 0.0),
+               output_throughput=float(data.get(_RESULT['output_throughput']) or 0.0),
+               total_output_tokens=int(data.get(_RESULT['total_output_tokens']) or 0))
     for m in METRICS:
         out['%s_ms' % m] = _metric(data, m, samples[m])
     return out
