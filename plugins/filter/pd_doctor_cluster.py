@@ -19,15 +19,9 @@ description:
   - C(targets), what a decode host probes. For every prefill host of the cluster, every prefill engine the doctor's inspect
     step found with a KV port group (the registered C(__doctor_inspect) of that host), the address the engine advertises
     (read from its process) and every port of its group. Empty before the inspect step has run on the prefill hosts.
+extends_documentation_fragment:
+  - vllm_pd.ascend.inventory_view
 options:
-  _input:
-    description: C(hostvars).
-    type: dict
-    required: true
-  groups:
-    description: The inventory groups (C(groups)).
-    type: dict
-    required: true
   host:
     description: The host (C(inventory_hostname)).
     type: str

@@ -59,6 +59,7 @@ import base64
 
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import cluster_hosts
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu.npu_parse import npu_peers
 
 
@@ -72,12 +73,11 @@ def _text(value, slurped):
 def pd_npu_peers(hostvars, groups, host, hccn_var, slurped=False):
     if host not in (groups.get('vllm_pd_prefill') or []):
         return []
-    cluster = str(hostvars[host].get('vllm_pd_cluster', ''))
     decode = []
-    for peer in groups.get('vllm_pd_decode') or []:
-        peer_vars = hostvars[peer]
-        if peer == host or str(peer_vars.get('vllm_pd_cluster', '')) != cluster:
+    for peer in cluster_hosts(groups, hostvars, hostvars[host].get('vllm_pd_cluster', ''), 'decode'):
+        if peer == host:
             continue
+        peer_vars = hostvars[peer]
         decode.append((peer, _text(peer_vars.get(hccn_var), slurped),
                        (peer_vars.get('vllm_pd_instances') or {}).get('decode') or []))
     return npu_peers(decode)

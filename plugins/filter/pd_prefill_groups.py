@@ -69,7 +69,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group im
 
 
 def pd_prefill_groups(hostvars, groups, cluster):
-    return prefill_groups(groups.get('vllm_pd_prefill') or [], hostvars, cluster)
+    return prefill_groups(groups, hostvars, cluster)
 
 
 class FilterModule(object):

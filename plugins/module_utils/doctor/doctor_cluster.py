@@ -13,20 +13,9 @@ read, with .get), ``play_hosts`` ansible_play_hosts_all. Cross-host checks only 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int
+
 _MISSING = object()
-
-
-def _int(value, default=0):
-    """Jinja's int filter: a number, a numeric string (also '2.0'), else the default."""
-    try:
-        if isinstance(value, str):
-            return int(value, 10)
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return default
 
 
 def doctor_engines(instances):
@@ -38,8 +27,8 @@ def doctor_engines(instances):
             engine = {'kind': kind, 'unit': i['unit'], 'env_file': i['env_file'], 'api_port': i['api_port'],
                       'container': i['container'], 'container_engine': i['container_engine']}
             if kind == 'prefill':
-                engine.update({'kv_port': _int(i['kv_port']), 'tp_size': _int(i['tp']),
-                               'pp_size': _int(i.get('pp', 1)), 'pcp_size': _int(i.get('pcp', 1)),
+                engine.update({'kv_port': as_int(i['kv_port']), 'tp_size': as_int(i['tp']),
+                               'pp_size': as_int(i.get('pp', 1)), 'pcp_size': as_int(i.get('pcp', 1)),
                                'dp_rank_start': i['port_rank_start'], 'dp_size': i['dp_size_local']})
             out.append(engine)
     return out

@@ -7,7 +7,7 @@ A pure function of the inventory groups and the host variables (plain dicts or A
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.cluster_engines import as_int
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int, cluster_hosts
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import instance_ports
 
 
@@ -18,14 +18,13 @@ def reach_targets(groups, hostvars, host):
     port (the transfer path back); a host with both does both, each peer once. Hosts without a resolved address or
     a plan in this run (--limit) are left out. One {host, role, address, interface, port, var} per peer."""
     own = hostvars[host]
-    cluster = str(own.get('vllm_pd_cluster', ''))
     out = []
     for kind, other in (('decode', 'prefill'), ('prefill', 'decode')):
         if not own['vllm_pd_instances'][kind]:
             continue
-        for peer in groups.get('vllm_pd_' + other) or []:
+        for peer in cluster_hosts(groups, hostvars, own.get('vllm_pd_cluster', ''), other):
             hv = hostvars[peer]
-            if (peer == host or str(hv.get('vllm_pd_cluster', '')) != cluster or 'vllm_pd_address' not in hv
+            if (peer == host or 'vllm_pd_address' not in hv
                     or 'vllm_pd_instances' not in hv or not hv['vllm_pd_instances'][other]):
                 continue
             first = hv['vllm_pd_instances'][other][0]

@@ -9,6 +9,7 @@ get() so a variable a host does not have counts as unset, as Jinja's default() d
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int, cluster_hosts
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import redact
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_consistency import effective_settings
 
@@ -17,23 +18,6 @@ KINDS = ('prefill', 'decode')
 # the typed settings of an engine: <kind>_NAME, else vllm_pd_NAME, else None
 TYPED = ('served_model_name', 'dtype', 'kv_cache_dtype', 'block_size', 'max_model_len', 'quantization',
          'speculative_config')
-
-
-def as_int(value):
-    """Jinja's int filter: the integer of VALUE (a number or its text), 0 when it has none."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            return 0
-
-
-def cluster_hosts(groups, hostvars, cluster, kind):
-    """The hosts of group vllm_pd_KIND whose vllm_pd_cluster (as text) is CLUSTER (as text), in group order."""
-    return [h for h in groups.get('vllm_pd_' + kind) or []
-            if str(hostvars[h].get('vllm_pd_cluster', '')) == str(cluster)]
 
 
 def planned_engines(groups, hostvars, cluster):

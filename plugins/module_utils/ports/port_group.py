@@ -13,6 +13,7 @@ import glob
 import os
 import re
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import cluster_hosts
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_formula import group_bounds
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import (
     format_port_list, merge_ranges, ports_to_ranges, span, window_overlaps,
@@ -43,16 +44,16 @@ def api_port_checks(instances, active):
             for kind in ('prefill', 'decode') for i in instances[kind] if i['unit'] not in active]
 
 
-def prefill_groups(prefill_hosts, hostvars, cluster):
+def prefill_groups(groups, hostvars, cluster):
     """The port group of every prefill instance of CLUSTER, as a decode host proves it reaches them
-    (kv_port_group state=reachable): PREFILL_HOSTS is group vllm_pd_prefill (its order is kept), HOSTVARS
+    (kv_port_group state=reachable): GROUPS the inventory groups (vllm_pd_prefill's order is kept), HOSTVARS
     maps a host to its variables (vllm_pd_cluster, vllm_pd_state, vllm_pd_address, vllm_pd_instances);
     retiring hosts (vllm_pd_state: absent) are left out. -> [{host, unit, address, kv_port, tp_size, pp_size,
     pcp_size, dp_rank_start, dp_size_local}]."""
     out = []
-    for host in prefill_hosts:
+    for host in cluster_hosts(groups, hostvars, cluster, 'prefill'):
         variables = hostvars[host]
-        if str(variables['vllm_pd_cluster']) != str(cluster) or variables.get('vllm_pd_state', 'present') == 'absent':
+        if variables.get('vllm_pd_state', 'present') == 'absent':
             continue
         for i in variables['vllm_pd_instances']['prefill']:
             out.append({'host': host, 'unit': i['unit'], 'address': variables['vllm_pd_address']['address'],

@@ -7,8 +7,9 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int, cluster_hosts
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.cluster_engines import (
-    as_int, cluster_hosts, planned_engines, release_engines, restarting_roles)
+    planned_engines, release_engines, restarting_roles)
 
 GROUPS = {'vllm_pd_prefill': ['p1', 'p2', 'x1'], 'vllm_pd_decode': ['d1', 'p2']}
 
