@@ -22,7 +22,27 @@ def as_int(value):
             return 0
 
 
-def cluster_hosts(groups, hostvars, cluster, kind):
-    """The hosts of group vllm_pd_KIND whose vllm_pd_cluster (as text) is CLUSTER (as text), in group order."""
-    return [h for h in groups.get('vllm_pd_' + kind) or []
-            if str(hostvars[h].get('vllm_pd_cluster', '')) == str(cluster)]
+def retiring(variables):
+    """Whether a host with VARIABLES is being retired (vllm_pd_state: absent): it serves nothing any more."""
+    return variables.get('vllm_pd_state', 'present') == 'absent'
+
+
+def cluster_hosts(groups, hostvars, cluster, kind=None, hosts=None, present=False):
+    """The one rule of cluster membership (issue 36): the names of the hosts whose vllm_pd_cluster, as text, is
+    CLUSTER, as text; a host without vllm_pd_cluster belongs to none. Taken from HOSTS (names in the caller's order:
+    the play's hosts, the run's targets) or else from group vllm_pd_KIND, or else from every inventory host; KIND (a
+    role or a list of roles: prefill, decode, proxy) keeps only the hosts of those role groups; PRESENT leaves out the
+    hosts being retired. Each host once, in the order taken; hosts HOSTVARS does not know are left out."""
+    kinds = [kind] if isinstance(kind, str) else list(kind or [])
+    in_roles = set(h for k in kinds for h in groups.get('vllm_pd_' + k) or [])
+    if hosts is None:
+        hosts = (groups.get('vllm_pd_' + kinds[0]) or []) if len(kinds) == 1 else (groups.get('all') or list(hostvars))
+    out = []
+    for h in hosts:
+        if h in out or h not in hostvars or (kinds and h not in in_roles):
+            continue
+        variables = hostvars[h]
+        if 'vllm_pd_cluster' in variables and str(variables['vllm_pd_cluster']) == str(cluster) \
+                and not (present and retiring(variables)):
+            out.append(h)
+    return out

@@ -13,7 +13,7 @@ read, with .get), ``play_hosts`` ansible_play_hosts_all. Cross-host checks only 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int, cluster_hosts, retiring
 
 _MISSING = object()
 
@@ -37,15 +37,7 @@ def doctor_engines(instances):
 def cluster_members(hosts, groups, host, play_hosts):
     """The hosts of the play in host's cluster that are not being retired, in play order, and of them
     the prefill and the decode hosts: (members, prefill, decode)."""
-    own = hosts[host].get('vllm_pd_cluster', '')
-    members = []
-    for h in play_hosts:
-        v = hosts[h]
-        if v.get('vllm_pd_state', _MISSING) == 'absent':
-            continue
-        cluster = v.get('vllm_pd_cluster', _MISSING)
-        if cluster is not _MISSING and cluster == own and h not in members:
-            members.append(h)
+    members = cluster_hosts(groups, hosts, hosts[host].get('vllm_pd_cluster', ''), hosts=play_hosts, present=True)
     prefill = [h for h in members if h in (groups.get('vllm_pd_prefill') or [])]
     decode = [h for h in members if h in (groups.get('vllm_pd_decode') or [])]
     return members, prefill, decode
@@ -93,7 +85,7 @@ def diagnose_hosts(hosts, play_hosts):
     out = {}
     for h in play_hosts:
         v = hosts[h]
-        if v.get('vllm_pd_state', 'present') == 'absent':
+        if retiring(v):
             continue
         names = [g[len('vllm_pd_'):] if g.startswith('vllm_pd_') else g for g in v['group_names']]
         entry = v.get('__doctor_entry', _MISSING)

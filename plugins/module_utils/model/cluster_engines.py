@@ -9,7 +9,7 @@ get() so a variable a host does not have counts as unset, as Jinja's default() d
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int, cluster_hosts
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import as_int, cluster_hosts, retiring
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import redact
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_consistency import effective_settings
 
@@ -57,7 +57,7 @@ def release_engines(groups, hostvars, cluster):
         for h in cluster_hosts(groups, hostvars, cluster, kind):
             hv = hostvars[h]
             release = hv.get('vllm_pd_release', {})
-            if hv.get('vllm_pd_state', 'present') != 'absent' and kind in release:
+            if not retiring(hv) and kind in release:
                 out.append(dict(release[kind], host=h, kind=kind))
     return out
 

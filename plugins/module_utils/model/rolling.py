@@ -13,6 +13,8 @@ decode hosts; the first batch of each role is one host (the canary). Clusters ro
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import retiring
+
 NAME = 'RollingNotPossible'
 ROLES = ('prefill', 'decode')
 
@@ -40,9 +42,8 @@ def engine_hosts(targeted, groups, hostvars):
             if host not in members:
                 continue
             variables = hostvars[host]
-            if variables.get('vllm_pd_state', 'present') == 'absent':
-                continue
-            out.append({'host': host, 'cluster': str(variables['vllm_pd_cluster']), 'role': role})
+            if not retiring(variables):
+                out.append({'host': host, 'cluster': str(variables['vllm_pd_cluster']), 'role': role})
     return out
 
 

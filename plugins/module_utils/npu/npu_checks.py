@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from collections.abc import Mapping
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.membership import cluster_hosts
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.npu.npu_parse import (
     memlock_unlimited, mounted_paths, parse_size, run_option_values)
@@ -240,11 +241,9 @@ def clusters_findings(clusters, hosts, hostvars, result):
     out = []
     for cluster in clusters:
         reports = []
-        for host in hosts:
-            variables = hostvars[host]
-            r = variables.get(result)
-            if str(variables.get('vllm_pd_cluster', '')) != cluster or not isinstance(r, Mapping) or 'tls' not in r \
-                    or r['tools_missing']:
+        for host in cluster_hosts({}, hostvars, cluster, hosts=hosts):
+            r = hostvars[host].get(result)
+            if not isinstance(r, Mapping) or 'tls' not in r or r['tools_missing']:
                 continue
             reports.append({'host': host, 'tls': r['tls'], 'driver_version': r['driver_version'],
                             'cann_version': r['cann_version']})

@@ -15,6 +15,8 @@ import re
 
 import pytest
 
+import tree_sources
+
 ROOT = os.environ.get('VLLM_PD_ONE_PARSER_ROOT') or os.path.abspath(os.path.join(os.path.dirname(__file__), *['..'] * 4))
 HOMES = {
     'version': 'plugins/module_utils/common/releases.py',
@@ -31,14 +33,7 @@ RE_CALLS = ('compile', 'match', 'search', 'findall', 'finditer', 'sub', 'subn', 
 
 
 def sources():
-    for base in ('plugins', 'roles'):
-        for dirpath, dirs, files in os.walk(os.path.join(ROOT, base)):
-            dirs[:] = [d for d in dirs if d != '__pycache__']
-            for name in sorted(files):
-                if name.endswith('.py'):
-                    path = os.path.join(dirpath, name)
-                    with open(path, encoding='utf-8') as f:
-                        yield os.path.relpath(path, ROOT).replace(os.sep, '/'), f.read()
+    return tree_sources.sources(ROOT, suffixes=('.py',))
 
 
 def _const(node):

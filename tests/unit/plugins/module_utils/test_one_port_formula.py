@@ -20,6 +20,8 @@ import re
 
 import pytest
 
+import tree_sources
+
 ROOT = os.environ.get('VLLM_PD_ONE_PORT_FORMULA_ROOT') or os.path.abspath(
     os.path.join(os.path.dirname(__file__), *['..'] * 4))
 HOME = 'plugins/module_utils/common/port_formula.py'
@@ -78,14 +80,7 @@ def jinja_findings(rel, text):
 
 
 def sources():
-    for base in ('plugins', 'roles'):
-        for dirpath, dirs, files in os.walk(os.path.join(ROOT, base)):
-            dirs[:] = [d for d in dirs if d != '__pycache__']
-            for name in sorted(files):
-                if name.endswith(('.py', '.yml', '.yaml', '.j2')):
-                    path = os.path.join(dirpath, name)
-                    with open(path, encoding='utf-8') as f:
-                        yield os.path.relpath(path, ROOT).replace(os.sep, '/'), f.read()
+    return tree_sources.sources(ROOT)
 
 
 def findings(rel, text):
