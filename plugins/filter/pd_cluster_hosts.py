@@ -22,7 +22,7 @@ extends_documentation_fragment:
 options:
   kinds:
     description:
-      - Keep only the hosts of these role groups (C(prefill), C(decode), C(proxy): C(vllm_pd_<kind>)).
+      - Keep only the hosts of these role groups, C(vllm_pd_<kind>) for each kind (C(prefill), C(decode), C(proxy)).
       - Empty keeps hosts of any group.
     type: list
     elements: str

@@ -48,8 +48,8 @@ def jinja_findings(rel, text):
     text = JINJA_COMMENT.sub('', text)
     for m in JINJA.finditer(text):
         if JINJA_MEMBERSHIP.search(m.group()):
-            yield '%s:%d selects the hosts of a cluster in Jinja: %s' % (rel, text.count('\n', 0, m.start()) + 1,
-                                                                          ' '.join(m.group().split())[:90])
+            line = text.count('\n', 0, m.start()) + 1
+            yield '%s:%d selects the hosts of a cluster in Jinja: %s' % (rel, line, ' '.join(m.group().split())[:90])
 
 
 def sources():
