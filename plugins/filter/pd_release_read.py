@@ -10,7 +10,7 @@ name: pd_release_read
 short_description: The vllm-ascend release installed in each engine's Python, and the preflight's release findings
 version_added: "1.0.0"
 description:
-  - This file holds three filters. C(pd_release_read) - the release each engine kind of a host runs, from the results of
+  - This file holds four filters. C(pd_release_read) - the release each engine kind of a host runs, from the results of
     the engine role's read (O(_input), the registered loop results of C(roles/engine/tasks/release.yml)); a dict by
     kind (C(prefill), C(decode)) of C(vllm_ascend), C(vllm), C(python) and C(error).
   - C(pd_release_findings) - the release findings of one cluster (C(UnsupportedRelease), C(ReleaseMismatch)) from one
@@ -21,7 +21,8 @@ options:
       - For C(pd_release_read) the loop results (each with C(item.kinds), C(rc), C(stdout), C(stderr)); for
         C(pd_release_findings) the engines list, each with C(host), C(kind), C(vllm_ascend), C(vllm), C(python) and
         C(error); for
-        C(pd_dense_keeps_rank) the release (a string, empty when unknown).
+        C(pd_dense_keeps_rank) the release (a string, empty when unknown); for C(pd_serve_has_shutdown_timeout) one
+        kind of C(pd_release_read) (C(vllm_ascend), C(vllm); empty when not read).
     type: raw
     required: true
   cluster:
@@ -41,6 +42,11 @@ EXAMPLES = r"""
     msg: "{{ [{'host': 'p1', 'kind': 'prefill', 'vllm_ascend': '0.13.0', 'vllm': '0.13.0'}]
       | vllm_pd.ascend.pd_release_findings(cluster='c1') }}"
 # -> [{'name': 'UnsupportedRelease', 'message': '[UnsupportedRelease] cluster c1, host p1 prefill: vllm-ascend 0.13.0 is refused: ...'}]
+
+- name: Whether this host's prefill vllm serve has --shutdown-timeout, by the release table
+  ansible.builtin.debug:
+    msg: "{{ {'vllm_ascend': '0.18.0', 'vllm': '0.18.0'} | vllm_pd.ascend.pd_serve_has_shutdown_timeout }}"
+# -> true (null for a release the table cannot answer for)
 """
 
 RETURN = r"""
@@ -50,6 +56,7 @@ _value:
       C(error) (why nothing could be read, else null).
     - C(pd_release_findings) - a list of dicts with C(name) and C(message).
     - C(pd_dense_keeps_rank) - a bool.
+    - C(pd_serve_has_shutdown_timeout) - a bool, or null when the table cannot say.
   type: raw
 """
 
@@ -89,7 +96,12 @@ def pd_dense_keeps_rank(version, env=None):
         return False  # not a version: the preflight names it (UnsupportedRelease)
 
 
+def pd_serve_has_shutdown_timeout(installed):
+    installed = installed or {}
+    return releases.serve_has_shutdown_timeout(installed.get('vllm_ascend'), installed.get('vllm'))
+
+
 class FilterModule(object):
     def filters(self):
         return {'pd_release_read': pd_release_read, 'pd_release_findings': pd_release_findings,
-                'pd_dense_keeps_rank': pd_dense_keeps_rank}
+                'pd_dense_keeps_rank': pd_dense_keeps_rank, 'pd_serve_has_shutdown_timeout': pd_serve_has_shutdown_timeout}
