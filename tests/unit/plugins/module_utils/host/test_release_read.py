@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from ansible_collections.vllm_pd.ascend.plugins.filter.pd_release_findings import pd_dense_keeps_rank, pd_release_findings
+from ansible_collections.vllm_pd.ascend.plugins.filter.pd_release_findings import (
+    pd_dense_keeps_rank, pd_release_findings, pd_serve_has_shutdown_timeout)
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.release_read import SCRIPT, read_targets, release_record
 
 
@@ -109,3 +110,10 @@ def test_dense_keeps_rank_filter_tolerates_what_is_no_version():
     assert pd_dense_keeps_rank('0.13.0') is True and pd_dense_keeps_rank('0.23.0.post1') is False
     assert pd_dense_keeps_rank('0.23.0.post1', {'VLLM_ASCEND_BALANCE_SCHEDULING': '1'}) is True
     assert pd_dense_keeps_rank('latest') is False and pd_dense_keeps_rank('') is False
+
+
+def test_serve_has_shutdown_timeout_filter_reads_one_kind_of_the_read_release():
+    assert pd_serve_has_shutdown_timeout({'vllm_ascend': '0.18.0', 'vllm': '0.18.0', 'error': None}) is True
+    # not read (a host without this kind, a failed read): the engine role reads vllm serve's help
+    assert pd_serve_has_shutdown_timeout({}) is None and pd_serve_has_shutdown_timeout(None) is None
+    assert pd_serve_has_shutdown_timeout({'vllm_ascend': None, 'vllm': None, 'error': '`vllm` (rc 127): ...'}) is None
