@@ -89,24 +89,14 @@ model:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import read_model_dir, resolve_kind
-
-
-def _read(path):
-    try:
-        with open(path, 'rb') as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import model_facts
 
 
 def main():
     module = AnsibleModule(argument_spec=dict(path=dict(type='str', required=True),
                                               kind=dict(type='str', default='auto', choices=['auto', 'moe', 'dense'])),
                            supports_check_mode=True)
-    facts = read_model_dir(module.params['path'], _read)
-    facts['resolved_kind'] = resolve_kind(module.params['kind'], facts['kind'])
-    module.exit_json(changed=False, model=facts)
+    module.exit_json(changed=False, model=model_facts(module.params['path'], module.params['kind']))
 
 
 if __name__ == '__main__':

@@ -379,6 +379,21 @@ def abort_env(version):
     return entry['abort_env'] if entry else None
 
 
+def serve_has_shutdown_timeout(vllm_ascend, vllm):
+    """Whether `vllm serve` of an engine whose Python has vllm-ascend VLLM_ASCEND and vLLM VLLM (as read there) has
+    --shutdown-timeout, by the table: True or False for a supported release next to the vLLM it is built for, None
+    otherwise (a release read as nothing, unknown, refused or beside another vLLM: the roles read `vllm serve`'s help).
+    tests/contract checks each entry's shutdown_timeout against that vLLM's own options."""
+    try:
+        if not vllm_ascend or not vllm or support_problem(vllm_ascend):
+            return None
+        entry = RELEASES[normalize(vllm_ascend)]
+        same = base_release(normalize(vllm)) == base_release(entry['vllm'])
+    except ValueError:
+        return None
+    return entry['shutdown_timeout'] if same else None
+
+
 def dense_dp_keeps_rank(version, env=None):
     """Whether each DP rank of a dense model keeps its data_parallel_rank under VERSION with the engine
     environment ENV (so it binds kv_port + rank*tp*pp*pcp, as MoE does). False for an unknown release: vLLM's

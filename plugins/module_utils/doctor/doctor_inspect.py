@@ -9,7 +9,7 @@ __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports import owners as owners_mod
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_launch import parse_launch
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import read_model_dir
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import read_file, read_model_dir
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host import (
     container_pids, net_env, parse_environ, parse_route_get, scan_log, unit_pids,
 )
@@ -30,17 +30,8 @@ TAIL = 8
 HOST_IP_ENV = runtime(None)['host_ip_env']
 
 
-def _read(path):
-    """File bytes, or None when it cannot be read (process gone, no permission)."""
-    try:
-        with open(path, 'rb') as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
-
-
 def _text(path):
-    raw = _read(path)
+    raw = read_file(path)
     return raw.decode('utf-8', 'replace') if raw is not None else None
 
 
@@ -174,15 +165,15 @@ def read_launch(pids, first):
     """The launch settings of the engine's 'vllm serve' process (FIRST tried first), with the facts of its
     model read through that process's root (a container sees its own files), or None."""
     for pid in [first] + [p for p in pids if p != first]:
-        raw = _read('%s/%d/cmdline' % (PROC, pid)) if pid else None
+        raw = read_file('%s/%d/cmdline' % (PROC, pid)) if pid else None
         argv = [w.decode('utf-8', 'replace') for w in raw.rstrip(b'\0').split(b'\0')] if raw else []
-        launch = parse_launch(argv, parse_environ(_read('%s/%d/environ' % (PROC, pid))))
+        launch = parse_launch(argv, parse_environ(read_file('%s/%d/environ' % (PROC, pid))))
         if launch is None:
             continue
         launch['pid'] = pid
         if launch['model']:
             launch['model_facts'] = read_model_dir(launch['model'],
-                                                   lambda path, pid=pid: _read('%s/%d/root%s' % (PROC, pid, path)))
+                                                   lambda path, pid=pid: read_file('%s/%d/root%s' % (PROC, pid, path)))
         return launch
     return None
 
@@ -204,7 +195,7 @@ def inspect_engine(host, eng, params, host_facts):
         pid = main_pid if main_pid in pids else (pids[0] if pids else None)
     env = None
     if pid:
-        raw = _read('%s/%d/environ' % (PROC, pid))
+        raw = read_file('%s/%d/environ' % (PROC, pid))
         env = net_env(parse_environ(raw)) if raw is not None else None
     file_env = None
     if eng.get('env_file'):

@@ -68,7 +68,7 @@ def parse_launch(argv, environ):
 
 def running_engines(argvs, host):
     """The launch settings (parse_launch, no environment) of each running engine of HOST, from ARGVS ({unit: argv
-    words}, what launch_read.py prints), with host, unit and kind (prefill for a vllm-pd-prefill* unit, else
+    words}, what pd_host_read reads), with host, unit and kind (prefill for a vllm-pd-prefill* unit, else
     decode); units whose command line is no 'vllm serve' are left out."""
     out = []
     for unit, argv in argvs.items():

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A host's addresses from `ip -o addr show` and its NICs from /sys/class/net, as network facts.
 
-The preflight reads both in the command that reads the machine (one module run) instead of
+The preflight reads both in the module run that reads the machine (pd_host_read) instead of
 gathering the network facts (one more module run per host before any check can answer; issue 22).
 parse_addresses() returns the part of `setup: gather_subset=network` that filter pd_host_address
 reads: `interfaces` and, per NIC (`-` written `_`, as setup does), `ipv4` (the first primary
@@ -11,7 +11,7 @@ address), `ipv4_secondaries` and `ipv6` (with `scope`). An address with a label 
 to its NIC (`eth0`), the device vLLM, HCCL and Gloo bind.
 
 parse_ip_addr() is the collection's one reader of `ip -o addr show`: the preflight's facts (parse_addresses,
-filter pd_ip_facts, from which VLLM_HOST_IP is resolved), the doctor's host addresses (pd_doctor) and the start
+module pd_host_read, from which VLLM_HOST_IP is resolved), the doctor's host addresses (pd_doctor) and the start
 guard's refusal line all read it, so the deploy and the doctor see the same addresses. Each address is a record
 {ifname, family, address, prefix, peer, scope, flags, label}: flags are the kernel's words (secondary, dynamic,
 deprecated, tentative, dadfailed, ...); they are reported, and select nothing.
@@ -35,6 +35,11 @@ _FLAGS = ('secondary', 'temporary', 'primary', 'nodad', 'optimistic', 'dadfailed
 
 class AddressReadError(ValueError):
     """The address listing is not `ip -o addr show` output (ip missing or failed)."""
+
+    def fix(self, hostname):
+        """What the operator reads: the host, what `ip` printed and the fix."""
+        return ("cannot read the addresses of host %s: `ip -o addr show` printed %r. Fix: install iproute2 (the `ip` "
+                "command) on %s; the preflight reads the host's addresses with it" % (hostname, str(self), hostname))
 
 
 def _address(words):

@@ -4,7 +4,8 @@
 """What a model directory is: MoE or dense (as vLLM decides it) and a fingerprint of the files that
 must be identical on P and D (config.json and the tokenizer files).
 
-Pure functions, plus one reader of a directory (read_model_dir) that only opens the named files.
+Pure functions, plus one reader of a directory (read_model_dir) that only opens the named files, and the
+facts the modules pd_model_facts and pd_host_read return (model_facts, over read_file).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -162,3 +163,19 @@ def read_model_dir(path, read_bytes):
     mpe = text_config(config).get('max_position_embeddings')
     out['max_position_embeddings'] = mpe if isinstance(mpe, int) and not isinstance(mpe, bool) else None
     return out
+
+
+def read_file(path):
+    """The bytes of PATH, None when it cannot be read (the READ_BYTES of read_model_dir on a host)."""
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def model_facts(path, kind, read_bytes=read_file):
+    """read_model_dir of PATH with resolved_kind: KIND (vllm_pd_model_kind) against what config.json says."""
+    facts = read_model_dir(path, read_bytes)
+    facts['resolved_kind'] = resolve_kind(kind, facts['kind'])
+    return facts

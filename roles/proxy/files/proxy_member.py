@@ -50,7 +50,10 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets impo
 # - the release: a /healthcheck with request_num is the 0.23 proxy, whose add of a listed, isolated member
 #   changes nothing; without it (0.18.0) that add probes the member and un-taints it, so listed after an
 #   add is joined (the release table's proxy_healthcheck_keys and proxy_readd).
-# proxy_member.py settle URL MARKER: wait for every member recorded as added (join) to be listed or dropped.
+# proxy_member.py state URL MARKER ADMIN FALLBACK LIVE (the proxy role, once its files are written): {"admin": bool,
+#   "active": ActiveState, "answer": the admin API's answer to an add of no instance, or null}, one visit for every
+#   decision of a re-run (issue 36); ADMIN auto|yes|no, FALLBACK yes|no (auto and no proxy answers), LIVE yes|no
+#   (settle, then read the members, when it has the admin API and runs).
 # proxy_member.py answers HOST:PORT...: {"answers": [...]}, those that answer /v1/models as the proxy probes it.
 # proxy_member.py health URL: {"state": "ok"|"leaked"|"busy"|"no-proxy", "request_num": N}.
 # proxy_member.py restart URL TIMEOUT DESIRED_JSON (-e vllm_pd_proxy_recover=restart): once every member is
@@ -144,13 +147,18 @@ def healthcheck(url):
     return get_json(url + UP["proxy_health_route"])
 
 
-def lists(url):
-    """{"prefill": [...], "decode": [...]} as the proxy lists them."""
+def admin_answer(url):
+    """The proxy's answer to an add of no instance (which changes nothing): its member lists, as its admin API names them."""
     body = json.dumps(admin_body("prefill", [])).encode()
     req = urllib.request.Request(url + ADMIN["add"], data=body, headers={"Content-Type": "application/json"},
                                  method="POST")
     with urllib.request.urlopen(req, timeout=ADMIN_TIMEOUT) as r:
-        answer = json.load(r)
+        return json.load(r)
+
+
+def lists(url):
+    """{"prefill": [...], "decode": [...]} as the proxy lists them."""
+    answer = admin_answer(url)
     return {k: answer.get(UP["proxy_admin_answer"][k], []) for k in OTHER}
 
 
@@ -198,6 +206,32 @@ def routes(url):
     except (OSError, ValueError):
         return None
     return ADMIN["add"] in paths and ADMIN["remove"] in paths
+
+
+def active_state():
+    return subprocess.run(["systemctl", "show", "--property=ActiveState", "--value", "--", UNIT],
+                          capture_output=True, text=True, check=False).stdout.strip()
+
+
+def settle_all(url, marker):
+    """Wait for every member this proxy process was recorded as asked to add (join) to be listed or dropped."""
+    pid = proxy_pid()
+    for kind, members in (read_joining(marker, pid) if pid else {}).items():
+        for member in list(members):
+            settle(url, kind, member, marker, pid)
+
+
+def proxy_state(url, marker, admin, fallback, live):
+    """What a re-run of the proxy role decides from, in one visit: whether the proxy has the admin API (ADMIN
+    auto: its routes, FALLBACK when no proxy answers; yes, no), its unit's ActiveState and, when LIVE (its settings
+    unchanged) on a running proxy with the admin API, its answer to an add of no instance once the members a rolling
+    change added are admitted or dropped (a remove of a member still waiting kills the 0.23 proxy's listener)."""
+    has_admin = routes(url) if admin == "auto" else admin == "yes"
+    out = {"admin": fallback == "yes" if has_admin is None else has_admin, "active": active_state(), "answer": None}
+    if live and out["admin"] and out["active"] == "active":
+        settle_all(url, marker)
+        out["answer"] = admin_answer(url)
+    return out
 
 
 def proxy_key(pid):
@@ -417,12 +451,8 @@ def main(argv):
         pid = proxy_pid()
         print(json.dumps({"answers": [m for m in argv[1:] if pid and answers_models(m, pid)]}))
         return
-    if argv[0] == "settle":
-        pid = proxy_pid()
-        for kind, members in (read_joining(argv[2], pid) if pid else {}).items():
-            for member in list(members):
-                settle(argv[1], kind, member, argv[2], pid)
-        print(json.dumps({"listed": lists(argv[1]) if pid else {}}))
+    if argv[0] == "state":
+        print(json.dumps(proxy_state(argv[1], argv[2], argv[3], argv[4], argv[5] == "yes")))
         return
     if argv[0] in ("health", "routes", "restart"):
         url = argv[1]

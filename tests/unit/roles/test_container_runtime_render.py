@@ -187,3 +187,27 @@ def test_shutdown_timeout_only_where_the_release_has_it(tmp_path, runtime, help_
     assert unit_lines(unit, 'KillMode') == ['mixed' if flag else 'control-group']
     if stop_t:
         assert unit_lines(unit, 'ExecStop') == ['-docker stop -t %s vllm-pd-prefill' % stop_t]
+
+
+@pytest.mark.parametrize('installed, serve_options, help_needed, flag', [
+    # a supported release next to its vLLM, as read in the engine's Python: the release table answers, no help read
+    ({'vllm_ascend': '0.23.0.post1', 'vllm': '0.23.0'}, None, False, ['60']),
+    ({'vllm_ascend': '0.18.0', 'vllm': '0.18.0'}, None, False, ['60']),
+    # the table answers before a help read of an earlier run would: it is not read
+    ({'vllm_ascend': '0.18.0', 'vllm': '0.18.0'}, {'vllm serve': False}, False, ['60']),
+    # a release the table cannot answer for (refused, unknown, beside another vLLM, not read): the help is read
+    # once per host and binary, and what it lists decides
+    ({'vllm_ascend': '0.13.0', 'vllm': '0.13.0'}, None, True, []),
+    ({'vllm_ascend': '0.13.0', 'vllm': '0.13.0'}, {'vllm serve': False}, False, []),
+    ({'vllm_ascend': '0.99.0', 'vllm': '0.99.0'}, {'vllm serve': True}, False, ['60']),
+    ({'vllm_ascend': '0.18.0', 'vllm': '0.17.1'}, None, True, []),
+    ({'vllm_ascend': None, 'vllm': None, 'error': 'rc 127'}, {'vllm serve': True}, False, ['60']),
+])
+def test_shutdown_timeout_from_the_release_table_or_the_help(tmp_path, installed, serve_options, help_needed, flag):
+    engine = dict(ENGINE, engine_runtime='systemd', engine_shutdown_timeout=60, vllm_pd_release={'prefill': installed})
+    if serve_options is not None:
+        engine['__engine_serve_options'] = serve_options
+    render(tmp_path, {'p1': dict(COMMON, render=True, **engine), 'd1': dict(COMMON)})
+    argv = shlex.split(unit_lines(tmp_path / 'p1-vllm-pd.service', 'ExecStart')[0])
+    assert [argv[i + 1] for i, word in enumerate(argv) if word == '--shutdown-timeout'] == flag
+    assert json.loads((tmp_path / 'p1-shutdown.json').read_text()) == {'help_needed': help_needed, 'has': bool(flag)}

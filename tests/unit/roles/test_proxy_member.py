@@ -348,3 +348,33 @@ def test_the_release_table_tells_the_readd_from_the_healthcheck_keys():
     for version, entry in releases.RELEASES.items():
         if entry['status'] == 'supported':
             assert ('request_num' in entry['proxy_healthcheck_keys']) == (entry['proxy_readd'] == 'noop'), version
+
+
+def test_state_reads_routes_unit_and_members_in_one_visit_and_settles_a_recorded_add_first(proxy, tmp_path, monkeypatch):
+    """The proxy role's one read of a re-run: a member a rolling change added and the proxy still has waiting is
+    settled (admitted or dropped: settle above) before the lists are read, since a remove of a waiting member kills
+    the 0.23 listener."""
+    sched, url = proxy
+    marker = str(tmp_path / 'm.json')
+    monkeypatch.setattr(member, 'active_state', lambda: 'active')
+    monkeypatch.setattr(member, 'proxy_pid', lambda: '42')
+    monkeypatch.setattr(member, 'routes', lambda url: True)
+    member.leave(url, 'decode', D1, marker, '42')    # idle: removed at once
+    member.set_joining(marker, '42', 'decode', D1, member.time.time())
+    member.call(url, 'add', 'decode', D1)            # queued, not listed
+    settled = []
+    monkeypatch.setattr(member, 'settle', lambda *args: settled.append(args[1:3]) or sched.probe(lambda host, port: True))
+    out = member.proxy_state(url, marker, 'auto', 'no', True)
+    assert out['admin'] is True and out['active'] == 'active'
+    assert settled == [('decode', D1)] and out['answer']['current_decode_instances'] == [D2, D1]
+
+
+def test_state_without_a_live_change_or_an_answer_reads_no_members(monkeypatch, capsys):
+    monkeypatch.setattr(member, 'active_state', lambda: 'active')
+    monkeypatch.setattr(member, 'routes', lambda url: None)     # no proxy answers /openapi.json
+    assert member.proxy_state('http://x', '/nonexistent', 'auto', 'yes', False) == {'admin': True, 'active': 'active', 'answer': None}
+    assert member.proxy_state('http://x', '/nonexistent', 'auto', 'no', True)['admin'] is False
+    assert member.proxy_state('http://x', '/nonexistent', 'no', 'yes', True) == {'admin': False, 'active': 'active', 'answer': None}
+    monkeypatch.setattr(member, 'routes', lambda url: False)
+    member.main(['state', 'http://x', '/nonexistent', 'auto', 'yes', 'yes'])
+    assert json.loads(capsys.readouterr().out) == {'admin': False, 'active': 'active', 'answer': None}

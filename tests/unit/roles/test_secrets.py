@@ -21,6 +21,7 @@ from conftest import load_script
 
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_redact_env import pd_redact_env
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_systemd_env import pd_systemd_env
+from ansible_collections.vllm_pd.ascend.plugins.modules import pd_smoke
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import secrets
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules as ir
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
@@ -196,7 +197,7 @@ SECRET_READS = {
     'roles/preflight/tasks/host.yml': 'the planned environment, through pd_redact_env',
     'roles/proxy/vars/main.yml': '__proxy_api_key, the key alone',
     'roles/proxy/templates/vllm-pd-proxy.env.j2': 'the proxy env file, written by file_set (content is no_log)',
-    'roles/proxy/tasks/smoke.yml': 'the no_log requests of the smoke',
+    'roles/proxy/tasks/smoke.yml': "the smoke's requests: pd_smoke's api_key is no_log",
     'roles/engine/tasks/instances.yml': 'pd_dense_keeps_rank reads one variable of it into a boolean',
 }
 JINJA = re.compile(r'\{\{.*?\}\}|\{%.*?%\}', re.S)
@@ -219,6 +220,7 @@ def test_the_engine_environment_and_the_key_are_read_only_where_nothing_shows_th
                         found.setdefault(rel, []).append(' '.join(expr.split())[:120])
     unexpected = dict((k, v) for k, v in found.items() if k not in SECRET_READS)
     assert unexpected == {}, unexpected
-    # the smoke's requests that carry the key are no_log whenever there is one
+    # the smoke's requests carry the key only as pd_smoke's api_key, a no_log option (no task argument holds a header)
     smoke = open(os.path.join(root, 'roles/proxy/tasks/smoke.yml')).read()
-    assert smoke.count('no_log: "{{ __proxy_auth | length > 0 }}"') == smoke.count('headers:') == 2
+    assert 'headers:' not in smoke and smoke.count('api_key: "{{ __proxy_api_key }}"') == 1
+    assert pd_smoke.argument_spec()['api_key']['no_log'] is True

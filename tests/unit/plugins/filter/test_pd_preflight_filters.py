@@ -1,11 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The filters the preflight's Jinja programs became (issue 36): pd_reach_targets, pd_running_engines,
+"""The filters the preflight's Jinja programs became (issue 36): pd_reach_targets,
 pd_planned_engines, pd_release_engines, pd_restarting_roles, pd_api_port_checks; plain dicts as hostvars."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
-
-import json
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -15,7 +13,6 @@ from ansible_collections.vllm_pd.ascend.plugins.filter.pd_planned_engines import
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_reach_targets import FilterModule as Reach
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_release_engines import FilterModule as Release
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_restarting_roles import FilterModule as Restarting
-from ansible_collections.vllm_pd.ascend.plugins.filter.pd_running_engines import FilterModule as Running
 
 GROUPS = {'vllm_pd_prefill': ['p1'], 'vllm_pd_decode': ['d1']}
 INSTANCES = {'prefill': [{'name': 'p0', 'unit': 'vllm-pd-prefill-0.service', 'api_port': 9000, 'kv_port': 30000,
@@ -37,14 +34,6 @@ def test_pd_reach_targets():
     assert one(Reach, 'pd_reach_targets')(HOSTVARS, GROUPS, 'd1') == [
         {'host': 'p1', 'role': 'prefill', 'address': '10.0.0.1', 'interface': '', 'port': 30000,
          'var': 'vllm_pd_host_ip'}]
-
-
-def test_pd_running_engines_from_the_registered_result():
-    running = one(Running, 'pd_running_engines')
-    argv = ['vllm', 'serve', '/m']
-    out = running({'stdout': json.dumps({'vllm-pd-decode-0.service': argv})}, 'd1')
-    assert [(e['host'], e['unit'], e['kind'], e['model']) for e in out] == [('d1', 'vllm-pd-decode-0.service', 'decode', '/m')]
-    assert running({'skipped': True}, 'd1') == [] and running({'stdout': ''}, 'd1') == []
 
 
 def test_pd_planned_engines_and_its_errors():

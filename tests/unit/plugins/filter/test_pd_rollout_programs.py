@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The filters that replaced Jinja programs of the rollout (issue 36): pd_engine_hosts (rollout membership),
-pd_prefill_groups (the prefill port groups a decode host probes), pd_release_targets (the release reads of a
-host) and pd_npu_clusters_findings (TLS/version comparison per cluster), with plain dicts as hostvars."""
+pd_prefill_groups (the prefill port groups a decode host probes) and pd_npu_clusters_findings (TLS/version
+comparison per cluster), with plain dicts as hostvars."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
@@ -11,7 +11,6 @@ import pytest
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_engine_hosts import pd_engine_hosts
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_npu_clusters_findings import pd_npu_clusters_findings
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_prefill_groups import pd_prefill_groups
-from ansible_collections.vllm_pd.ascend.plugins.filter.pd_release_targets import pd_release_targets
 
 GROUPS = {'vllm_pd_prefill': ['p1', 'p2', 'pd3'], 'vllm_pd_decode': ['d1', 'd2', 'pd3'], 'vllm_pd_proxy': ['p1']}
 
@@ -58,35 +57,6 @@ def test_prefill_groups_of_the_cluster_each_instance_with_defaults():
     # p2 is retiring (and has no plan): left out
     assert [g['host'] for g in pd_prefill_groups(hostvars(), GROUPS, 'a')] == ['p1']
     assert pd_prefill_groups(hostvars(), GROUPS, 'b') == []
-
-
-SETTINGS = {'binary': 'vllm', 'runtime': 'systemd', 'container_engine': 'podman', 'container_image': ''}
-
-
-def kind(name, **extra):
-    out = dict(SETTINGS, kind=name)
-    out.update(extra)
-    return out
-
-
-def test_release_targets_one_read_per_binary():
-    assert pd_release_targets([kind('prefill'), kind('decode')], 'S') == [
-        {'key': 'vllm', 'kinds': ['prefill', 'decode'], 'argv': ['sh', '-c', 'S', 'sh', 'vllm']}]
-    assert pd_release_targets([{}, kind('decode', binary='/opt/v/vllm')], 'S') == [
-        {'key': '/opt/v/vllm', 'kinds': ['decode'], 'argv': ['sh', '-c', 'S', 'sh', '/opt/v/vllm']}]
-    assert pd_release_targets([{}, {}], 'S') == []
-
-
-def test_release_targets_container_runtime_reads_in_the_image():
-    image = kind('prefill', runtime='container', container_image='reg/img:1')
-    assert pd_release_targets([image, kind('decode')], 'S') == [
-        {'key': 'podman reg/img:1 vllm', 'kinds': ['prefill'],
-         'argv': ['podman', 'run', '--rm', '--net=none', '--entrypoint', 'sh', 'reg/img:1', '-c', 'S', 'sh', 'vllm']},
-        {'key': 'vllm', 'kinds': ['decode'], 'argv': ['sh', '-c', 'S', 'sh', 'vllm']}]
-    same = pd_release_targets([image, dict(image, kind='decode')], 'S')
-    assert [t['kinds'] for t in same] == [['prefill', 'decode']]
-    other = pd_release_targets([image, dict(image, kind='decode', container_engine='docker')], 'S')
-    assert [t['key'] for t in other] == ['podman reg/img:1 vllm', 'docker reg/img:1 vllm']
 
 
 def report(tls, driver='24.1', cann='8.1', **extra):

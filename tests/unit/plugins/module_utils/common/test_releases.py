@@ -135,3 +135,25 @@ def test_the_extra_config_example_of_the_inventory_rule_is_a_key_every_supported
     assert m, "the fix text of vllm_pd_kv_connector_extra gives no example key"
     for version in R.supported_versions():
         assert "%s.%s" % m.groups() in R.RELEASES[version]["extra_config_keys"], version
+
+
+@pytest.mark.parametrize('va, vl, has', [
+    # a supported release next to the vLLM it is built for: the table answers (no `vllm serve --help=all`)
+    ('0.23.0.post1', '0.23.0', True), ('v0.18.0', '0.18.0', True), ('0.23.0', '0.23.0.post1', True),
+    # anything else: None, the engine role reads the help
+    ('0.18.0', '0.13.0', None),          # beside another vLLM
+    ('0.13.0', '0.13.0', None),          # refused
+    ('0.11.0', '0.11.0', None),
+    ('0.99.0', '0.99.0', None),          # unknown
+    ('0.23.0rc1', '0.23.0', None),       # a release candidate
+    (None, '0.23.0', None), ('0.23.0', None, None), (None, None, None),  # not read
+    ('latest', '0.23.0', None), ('0.23.0', 'main', None),  # no version
+])
+def test_the_table_says_whether_vllm_serve_has_shutdown_timeout_only_for_a_supported_release_and_its_vllm(va, vl, has):
+    assert R.serve_has_shutdown_timeout(va, vl) is has
+
+
+def test_the_table_answer_is_each_supported_releases_own_fact():
+    for version in R.supported_versions():
+        entry = R.RELEASES[version]
+        assert R.serve_has_shutdown_timeout(version, entry['vllm']) is entry['shutdown_timeout']

@@ -5,9 +5,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_host_address import host_interfaces, resolve_host_address
-from ansible_collections.vllm_pd.ascend.plugins.filter.pd_ip_facts import FilterModule
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.ip_addr import AddressReadError, parse_addresses, parse_ip_addr
 
 # `ip -o addr show` on a lab host (iproute2 6.1): NPU addresses as secondaries of eth0
@@ -62,9 +60,10 @@ def test_labels_vlans_point_to_point_and_global_ipv6():
 def test_ip_missing_is_an_error_naming_the_host_and_the_fix():
     with pytest.raises(AddressReadError):
         parse_addresses("sh: 1: ip: not found\n", ["eth0"])
-    with pytest.raises(AnsibleFilterError) as err:
-        FilterModule().filters()["pd_ip_facts"]("sh: 1: ip: not found\n", nics=["eth0"], hostname="npu-p01")
-    assert "host npu-p01" in str(err.value) and "install iproute2" in str(err.value) and "ip: not found" in str(err.value)
+    with pytest.raises(AddressReadError) as err:
+        parse_addresses("sh: 1: ip: not found\n", ["eth0"])
+    fix = err.value.fix("npu-p01")
+    assert "host npu-p01" in fix and "install iproute2" in fix and "ip: not found" in fix
 
 
 def test_empty_output_gives_the_nics_only():

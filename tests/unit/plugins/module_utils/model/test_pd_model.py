@@ -93,3 +93,11 @@ def test_an_unknown_kind_is_in_the_facts_and_refused_where_it_decides_the_ports(
     assert facts["kind"] is None and "llm_config" in facts["error"]
     with pytest.raises(ValueError, match="set vllm_pd_model_kind to moe or dense"):
         engine_instances("prefill", 4, 2, [], 8100, kv_port=30000, model_kind=pd_model.resolve_kind("auto", facts["kind"]))
+
+
+def test_model_facts_resolve_the_kind_over_the_files_of_this_machine(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"num_experts": 0}))
+    facts = pd_model.model_facts(str(tmp_path), "auto")
+    assert (facts["exists"], facts["kind"], facts["resolved_kind"]) == (True, "dense", "dense")
+    assert pd_model.model_facts(str(tmp_path / "none"), "moe")["resolved_kind"] == "moe"
+    assert pd_model.read_file(str(tmp_path / "none")) is None
