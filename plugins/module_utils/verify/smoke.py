@@ -13,6 +13,8 @@ __metaclass__ = type
 import json
 import random
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import auth_headers
+
 # the header the proxies read a request id from (and replace)
 REQUEST_ID_HEADER = 'X-Request-Id'
 
@@ -27,8 +29,7 @@ def headers(api_key, request_id=None):
     out = {'Content-Type': 'application/json'}
     if request_id:
         out[REQUEST_ID_HEADER] = request_id
-    if api_key:
-        out['Authorization'] = 'Bearer ' + api_key
+    out.update(auth_headers(api_key))
     return out
 
 

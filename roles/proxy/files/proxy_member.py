@@ -10,6 +10,7 @@ import urllib.request
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import api_key_of_file
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.smoke import body as greedy_body, headers
 
 # proxy_member.py leave|prove|join URL KIND HOST:PORT MARKER [...]: one member of a proxy with the admin API
 # (vllm-ascend's example proxy) out for a rolling restart, proven with its peers, and back
@@ -356,10 +357,8 @@ def join(url, kind, member, marker, pid, timeout, clock=time.monotonic, sleep=ti
 
 
 def post(url, body, key=""):
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = "Bearer " + key
-    req = urllib.request.Request(url + UP["proxy_completions_route"], data=json.dumps(body).encode(), headers=headers, method="POST")
+    req = urllib.request.Request(url + UP["proxy_completions_route"], data=json.dumps(body).encode(), headers=headers(key),
+                                 method="POST")
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
             return r.status, json.load(r)
@@ -473,7 +472,7 @@ def main(argv):
     if pid is not None and mode == "leave":
         out["state"], out["listed"] = leave(url, kind, member, marker, pid)
     elif pid is not None and mode == "prove":
-        body = {"model": argv[5], "prompt": argv[6], "max_tokens": int(argv[7]), "temperature": 0, "stream": False}
+        body = greedy_body(argv[5], argv[6], int(argv[7]))
         serving = member in call(url, "add", kind, None) and member not in read_marker(marker, pid).get(kind, [])
         if argv[8] == "yes" or not serving:
             out["pairs"] = prove(url, kind, member, marker, pid, body, api_key_of_file(argv[9]) if len(argv) > 9 else "")
