@@ -1,28 +1,21 @@
 """lab-hosts makes the lab's SSH key once when several lab_up runs start together (CI runs its lab shards in
 parallel on a fresh clone; a second ssh-keygen on the half-made key asked to overwrite and failed)."""
-import importlib.machinery
-import importlib.util
 import multiprocessing
 import pathlib
 import subprocess
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-_LOADER = importlib.machinery.SourceFileLoader("lab_hosts", str(ROOT / "lab" / "lab-hosts"))
-_SPEC = importlib.util.spec_from_loader("lab_hosts", _LOADER)
-LAB_HOSTS = importlib.util.module_from_spec(_SPEC)
-_LOADER.exec_module(LAB_HOSTS)
 
 
-def _make(key, start, made):
+def _make(ensure_key, key, start, made):
     start.wait()
-    made.put(LAB_HOSTS.ensure_key(key))
+    made.put(ensure_key(key))
 
 
-def test_parallel_runs_make_one_key_pair_that_matches(tmp_path):
+def test_parallel_runs_make_one_key_pair_that_matches(tmp_path, lab_hosts):
     key = str(tmp_path / "lab" / "id_ed25519")
     ctx = multiprocessing.get_context("fork")
     start, made = ctx.Event(), ctx.Queue()
-    runs = [ctx.Process(target=_make, args=(key, start, made)) for _ in range(8)]
+    runs = [ctx.Process(target=_make, args=(lab_hosts.ensure_key, key, start, made)) for _ in range(8)]
     for p in runs:
         p.start()
     start.set()
@@ -35,9 +28,9 @@ def test_parallel_runs_make_one_key_pair_that_matches(tmp_path):
     assert sorted(p.name for p in (tmp_path / "lab").iterdir()) == ["id_ed25519", "id_ed25519.lock", "id_ed25519.pub"]
 
 
-def test_an_existing_key_is_kept(tmp_path):
+def test_an_existing_key_is_kept(tmp_path, lab_hosts):
     key = tmp_path / "id_ed25519"
     key.write_text("private")
     (tmp_path / "id_ed25519.pub").write_text("public")
-    assert LAB_HOSTS.ensure_key(str(key)) is False
+    assert lab_hosts.ensure_key(str(key)) is False
     assert key.read_text() == "private"
