@@ -77,6 +77,29 @@ options:
     description: Also read the command lines of the running engine units (implies the unit read of O(host_facts)).
     type: bool
     default: false
+  proxy:
+    description:
+      - On a proxy host, also ask O(proxy.python) whether it can run the proxy (the preflight's C(ProxyPythonUnfit)),
+        by running a short probe with that interpreter; not asked when omitted.
+    type: dict
+    suboptions:
+      python:
+        description: The proxy's interpreter (V(proxy_python)).
+        type: str
+        required: true
+      script:
+        description: The example proxy script (V(proxy_script)); empty for the mooncake wheel's proxy module.
+        type: str
+        default: ''
+      min_python:
+        description: The oldest Python (C(X.Y)) the release's example proxy runs on; empty when not known.
+        type: str
+        default: ''
+      modules:
+        description: Modules the release's example proxy imports besides those its script shows.
+        type: list
+        elements: str
+        default: []
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
   - vllm_pd.ascend.attributes.read_only
@@ -156,6 +179,20 @@ launch:
   description: The argv words of the main process of each running engine unit (environment not read).
   returned: with O(launch)
   type: dict
+proxy_python:
+  description: What O(proxy.python) answered; C(problems) is empty when it can run the proxy.
+  returned: with O(proxy)
+  type: dict
+  sample: {"python": "3.11.2", "problems": ["it cannot import fastapi"]}
+  contains:
+    python:
+      description: The version of that Python, null when it did not run.
+      type: str
+    problems:
+      description: Why it cannot run the proxy (a missing import, too old a Python, an unreadable script, or why it
+        did not run at all).
+      type: list
+      elements: str
 running:
   description: The launch settings of each running engine (C(vllm serve) command lines), with C(host), C(unit) and C(kind).
   returned: always
@@ -167,7 +204,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_launch import running_engines
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import host_read, release_read
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import host_read, proxy_probe, release_read
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.ip_addr import AddressReadError, parse_addresses
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model import model_facts, read_file
 
@@ -234,7 +271,12 @@ def main():
                                              kind=dict(type='str', default='auto', choices=['auto', 'moe', 'dense']))),
         engines=dict(type='list', elements='dict', default=[], options=engine),
         host_facts=dict(type='bool', default=False),
-        launch=dict(type='bool', default=False)), supports_check_mode=True)
+        launch=dict(type='bool', default=False),
+        proxy=dict(type='dict', options=dict(python=dict(type='str', required=True),
+                                             script=dict(type='str', default=''),
+                                             min_python=dict(type='str', default=''),
+                                             modules=dict(type='list', elements='str', default=[])))),
+        supports_check_mode=True)
     p, host = module.params, module.params['host']
     result = dict(changed=False, release={}, running=[])
     if p['host_facts'] or p['launch']:
@@ -253,6 +295,10 @@ def main():
         record = release_read.release_record(target['key'], *_run(module, target['argv']))
         for kind in target['kinds']:
             result['release'][kind] = record
+    if p['proxy']:
+        proxy = p['proxy']
+        result['proxy_python'] = proxy_probe.probe_answer(*_run(module, proxy_probe.probe_argv(
+            proxy['python'], proxy['script'], proxy['min_python'], proxy['modules'])))
     if p['launch']:
         result['launch'] = _launch(module, host_read.engine_units(result['active_units']))
         result['running'] = running_engines(result['launch'], host)

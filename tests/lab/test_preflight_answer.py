@@ -96,3 +96,24 @@ def test_addresses_read_with_the_machine_resolve_a_nic_and_name_a_missing_one(l4
     # (the facts the preflight sets in the same task are printed first: indented lines, blank ones of hccn.conf)
     assert re.search(r"ok: \[%s\] => \n\s+ansible_facts:\n(?:[ \t]+\S.*\n|\n)*?[ \t]+vllm_pd_address:\n\s+address: %s\n\s+interface: data0\n"
                      r"\s+source: interface\n" % (D, re.escape(l43.hosts[D]["data_ip"])), r.stdout), r.stdout[-4000:]
+
+
+def test_a_proxy_python_that_cannot_run_the_proxy_is_refused_in_the_host_read(l43):
+    """proxy_python is asked in the same module run that reads the host (pd_host_read): an import the proxy script
+    needs and that interpreter lacks is named, and nothing changes."""
+    l43.run(P, "printf 'import json\\nimport no_such_module_of_the_lab\\n' > /root/lab-proxy.py")
+    (Path(l43.inventory) / "host_vars" / f"{P}.yml").write_text(
+        "---\nproxy_script: /root/lab-proxy.py\nproxy_python: /usr/bin/python3\n")
+    try:
+        r = l43.playbook("playbooks/preflight.yml", "--limit", C, check=False)
+    finally:
+        (Path(l43.inventory) / "host_vars" / f"{P}.yml").unlink()
+        l43.run(P, "rm -f /root/lab-proxy.py")
+    assert r.returncode != 0
+    text = " ".join(r.stdout.split())
+    assert re.search(r"ProxyPythonUnfit: cluster lab43, host %s: proxy_python=/usr/bin/python3 cannot run "
+                     r"proxy_script=/root/lab-proxy.py( of vllm-ascend \S+)?: it cannot import "
+                     r"no_such_module_of_the_lab\. Nothing was changed\." % P, text), r.stdout[-4000:]
+    assert "Read whether proxy_python can run the proxy" not in r.stdout   # no task of its own
+    assert set(l43.changed(r).values()) == {0}
+    no_units(l43)

@@ -69,3 +69,15 @@ def test_a_missing_ip_fails_the_host_naming_the_fix(run_module, monkeypatch):
     fake(monkeypatch, {'systemctl': (0, '', ''), 'ip': OSError(2, "No such file or directory: 'ip'")})
     failed, res = run_module(M, dict(host='p1', host_facts=True))
     assert failed and res['msg'].startswith('cannot read the addresses of host p1') and 'install iproute2' in res['msg']
+
+
+def test_proxy_python_is_asked_only_when_given(run_module, monkeypatch):
+    ran = fake(monkeypatch, {'/opt/proxy/bin/python': (0, '{"python": "3.11.2", "problems": ["it cannot import httpx"]}', '')})
+    failed, res = run_module(M, dict(host='p1', proxy=dict(python='/opt/proxy/bin/python', script='/opt/proxy.py',
+                                                           min_python='3.10', modules=['vllm.logger'])))
+    assert not failed and res['proxy_python'] == dict(python='3.11.2', problems=['it cannot import httpx'])
+    (argv,) = ran
+    assert argv[:2] == ['/opt/proxy/bin/python', '-c'] and argv[3:] == ['/opt/proxy.py', '3.10', 'vllm.logger']
+    ran = fake(monkeypatch, {})
+    failed, res = run_module(M, dict(host='p1'))
+    assert not failed and 'proxy_python' not in res and ran == []
