@@ -201,6 +201,7 @@ running:
 """
 
 import os
+import threading
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_launch import running_engines
@@ -221,6 +222,21 @@ def _run(module, argv):
     except OSError as exc:
         return exc.errno or 2, '', '', str(exc)
     return rc, out, err, ''
+
+
+def _started(module, argv):
+    """_run(module, ARGV) in a thread of its own; the returned function waits for it and gives its answer. The reads
+    that start another Python (the release, proxy_python) take a few hundred ms each: side by side with the others,
+    the host answers about as fast as its slowest read, not the sum of them."""
+    answer = []
+    worker = threading.Thread(target=lambda: answer.append(_run(module, argv)))
+    worker.daemon = True
+    worker.start()
+
+    def wait():
+        worker.join()
+        return answer[0]
+    return wait
 
 
 def _machine():
@@ -279,6 +295,10 @@ def main():
         supports_check_mode=True)
     p, host = module.params, module.params['host']
     result = dict(changed=False, release={}, running=[])
+    releases = [(target, _started(module, target['argv'])) for target in release_read.read_targets(p['engines'])]
+    proxy = p['proxy']
+    proxy_answer = _started(module, proxy_probe.probe_argv(proxy['python'], proxy['script'], proxy['min_python'],
+                                                           proxy['modules'])) if proxy else None
     if p['host_facts'] or p['launch']:
         result['unit_lines'] = _units(module, host)
         result['active_units'] = host_read.active_units(result['unit_lines'])
@@ -291,17 +311,15 @@ def main():
         result.update(machine=_machine(), network=network, hccn_text=_text('/etc/hccn.conf').strip())
     if p['model']:
         result['model'] = model_facts(p['model']['path'], p['model']['kind'])
-    for target in release_read.read_targets(p['engines']):
-        record = release_read.release_record(target['key'], *_run(module, target['argv']))
-        for kind in target['kinds']:
-            result['release'][kind] = record
-    if p['proxy']:
-        proxy = p['proxy']
-        result['proxy_python'] = proxy_probe.probe_answer(*_run(module, proxy_probe.probe_argv(
-            proxy['python'], proxy['script'], proxy['min_python'], proxy['modules'])))
     if p['launch']:
         result['launch'] = _launch(module, host_read.engine_units(result['active_units']))
         result['running'] = running_engines(result['launch'], host)
+    for target, answer in releases:
+        record = release_read.release_record(target['key'], *answer())
+        for kind in target['kinds']:
+            result['release'][kind] = record
+    if proxy_answer:
+        result['proxy_python'] = proxy_probe.probe_answer(*proxy_answer())
     module.exit_json(**result)
 
 

@@ -6,6 +6,7 @@ __metaclass__ = type
 
 import json
 import os
+import threading
 
 from ansible.module_utils import basic
 
@@ -81,3 +82,27 @@ def test_proxy_python_is_asked_only_when_given(run_module, monkeypatch):
     ran = fake(monkeypatch, {})
     failed, res = run_module(M, dict(host='p1'))
     assert not failed and 'proxy_python' not in res and ran == []
+
+
+def test_the_reads_that_start_a_python_run_side_by_side(run_module, monkeypatch):
+    """The release read waits until the proxy_python probe has started, and the probe until the unit read has ended:
+    one after the other, the release read would time out and come back as an error."""
+    probe_started, units_done = threading.Event(), threading.Event()
+    release = json.dumps({'python': '/usr/bin/python3', 'vllm-ascend': '0.23.0', 'vllm': '0.23.0'})
+
+    def run_command(self, argv, **_kwargs):
+        if argv[0] == 'sh':
+            return (0, release, '') if probe_started.wait(5) else (1, '', 'the probe never started')
+        if argv[0] == '/opt/proxy/bin/python':
+            probe_started.set()
+            return (0, '{"python": "3.11.2", "problems": []}', '') if units_done.wait(5) else (1, '', 'no unit read')
+        if argv[:2] == ['systemctl', 'list-units']:
+            units_done.set()
+            return 0, UNITS, ''
+        return 0, ADDR, ''
+
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
+    failed, res = run_module(M, dict(host='p1', host_facts=True, engines=[dict(kind='prefill')],
+                                     proxy=dict(python='/opt/proxy/bin/python')))
+    assert not failed and res['release']['prefill']['vllm_ascend'] == '0.23.0'
+    assert res['proxy_python'] == dict(python='3.11.2', problems=[])
