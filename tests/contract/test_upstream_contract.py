@@ -571,10 +571,10 @@ def test_only_producer_binds(upstream):
             guards.append(ast.unparse(parent.test) if parent is not None else None)
     producer = upstream.entry['kv_roles']['prefill']
     assert guards and all(re.fullmatch(r'''self\.kv_role == ['"]%s['"]''' % producer, g or '') for g in guards), guards
-    roles = {}
-    for kind in ('prefill', 'decode'):
-        roles[kind] = re.search(r'engine_kv_role: "\{\{ __%s_upstream\.kv_roles\.(\w+) \}\}"' % kind,
-                                _collection('roles/%s/tasks/main.yml' % kind)).group(1)
+    # each role serves its own kind, whose kv_role the engine's serve entry point takes from the table
+    assert 'engine_kv_role: "{{ __engine_upstream.kv_roles[engine_kind] }}"' in _collection('roles/engine/tasks/serve.yml')
+    roles = {kind: re.search(r'^    engine_kind: (\w+)$', _collection('roles/%s/tasks/main.yml' % kind), re.M).group(1)
+             for kind in ('prefill', 'decode')}
     assert roles == {'prefill': 'prefill', 'decode': 'decode'}
     # the start guard and the preflight check a group for the producer only
     assert re.search(r"if engine_kind == 'prefill' else None", _collection('roles/engine/vars/main.yml'))

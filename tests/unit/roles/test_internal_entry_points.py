@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The prefill and decode roles call the engine role's internal entry points without a spec run (rolespec_validate:
-false, issue 36: a task per instance on every host): what they pass is checked here against those specs instead,
-each option the spec requires passed and nothing it does not name."""
+"""The prefill and decode roles call the engine role's internal serve entry point, and serve.yml includes the other
+entry points, without a spec run (rolespec_validate: false, include_tasks; issue 36: a task per instance on every
+host): what they pass is checked here against those specs instead, each option the spec requires passed and nothing
+it does not name."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
@@ -23,23 +24,44 @@ SPECS = load('roles', 'engine', 'meta', 'argument_specs.yml')['argument_specs']
 
 
 def unvalidated_calls(role):
-    """(entry points, vars) of each include_role of the engine role without a spec run in ROLE's tasks."""
+    """(entry point, vars) of each include_role of the engine role without a spec run in ROLE's tasks."""
     out = []
     for task in load('roles', role, 'tasks', 'main.yml'):
         inc = task.get('ansible.builtin.include_role')
         if inc and inc['name'] == 'vllm_pd.ascend.engine' and inc.get('rolespec_validate') is False:
-            entries = ['plan', 'install'] if 'plan' in inc['tasks_from'] else [inc['tasks_from']]
+            out.append((inc['tasks_from'], task.get('vars') or {}))
+    return out
+
+
+def serve_includes():
+    """(entry points, vars) of each include of another entry point in the engine's serve.yml (no spec run)."""
+    out = []
+    for task in load('roles', 'engine', 'tasks', 'serve.yml'):
+        inc = task.get('ansible.builtin.include_tasks')
+        if inc:
+            entries = ['plan', 'install'] if 'plan' in inc else [inc[:-len('.yml')]]
             out.append(([e for e in entries if e in SPECS], task.get('vars') or {}))
     return out
 
 
+def check(where, entry, passed):
+    options = SPECS[entry]['options']
+    required = sorted(k for k, v in options.items() if v.get('required'))
+    assert sorted(set(required) - set(passed)) == [], (where, entry)
+    assert sorted(set(passed) - set(options)) == [], (where, entry)
+
+
 @pytest.mark.parametrize('role', ['prefill', 'decode'])
-def test_what_the_roles_pass_matches_the_entry_points_specs(role):
-    calls = unvalidated_calls(role)
-    assert sorted(e for call in calls for e in call[0]) == ["install", "wait_ready"]
+def test_each_role_serves_its_own_kind_through_one_entry_point(role):
+    assert unvalidated_calls(role) == [('serve', {'engine_kind': role})]
+    check(role, 'serve', {'engine_kind': role})
+
+
+def test_what_serve_passes_matches_the_entry_points_specs():
+    calls = serve_includes()
+    assert sorted(e for call in calls for e in call[0]) == ["address", "install", "instances", "wait_ready"]
     for entries, passed in calls:
         for entry in entries:
-            options = SPECS[entry]['options']
-            required = sorted(k for k, v in options.items() if v.get('required'))
-            assert sorted(set(required) - set(passed)) == [], (role, entry)
-            assert sorted(set(passed) - set(options)) == [], (role, entry)
+            # serve's own options reach what it includes
+            check('serve.yml', entry, dict(passed, **{k: None for k in SPECS['serve']['options']})
+                  if 'engine_kind' in SPECS[entry]['options'] else passed)
