@@ -29,7 +29,8 @@ UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 
                  'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'proxy_wait_flags', 'cli_lists_flags', 'kv_log_grep',
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
-                 'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags', 'proxy_admin_answer')
+                 'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags', 'proxy_admin_answer',
+                 'request_id_header')
 
 
 def _strings(value):
@@ -98,7 +99,6 @@ plugins/module_utils/inventory/rules_cluster.py | name kv_connector_extra_config
 plugins/module_utils/verify/bench_gate.py | line | a message names the line
 plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message names it
 plugins/module_utils/common/check_names.py | env | a check's description names them
-plugins/module_utils/verify/loadgen.py | route /v1/completions | the default endpoint of the load generator (an option of pd_bench, run on the bench host)
 plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
 """
 ALLOWED = dict(((where.strip(), what.strip()), why.strip())
