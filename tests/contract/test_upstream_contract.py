@@ -1282,3 +1282,18 @@ def test_proxy_prefill_request(upstream):
     reads = [n for n in ast.walk(uc.parse(upstream.proxy)) if uc.call_name(n) == 'get' and n.args
              and isinstance(n.args[0], ast.Constant) and n.args[0].value == entry['completion_answer']['kv_transfer_params']]
     assert reads, 'the example proxy reads no %s of P\'s answer' % entry['completion_answer']['kv_transfer_params']
+
+
+def _environ_reads(path):
+    """The names PATH reads with os.environ.get(NAME) or os.getenv(NAME)."""
+    return {n.args[0].value for n in ast.walk(uc.parse(path)) if isinstance(n, ast.Call) and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and (uc.call_name(n) == 'get' and getattr(n.func.value, 'attr', None) == 'environ' or uc.call_name(n) == 'getenv')}
+
+
+def test_proxy_api_key_env(upstream):
+    """The example proxy reads the key it sends P and D from proxy_api_key_env (the proxy role's env file sets it), and
+    `vllm bench serve` (pd_bench passes it the key there) reads the same variable."""
+    name = upstream.entry['proxy_api_key_env']
+    assert name in _environ_reads(upstream.proxy)
+    assert name in _environ_reads(upstream.vl / 'vllm' / 'benchmarks' / 'lib' / 'endpoint_request_func.py')

@@ -9,8 +9,8 @@ It knows kinds of literals, not a list of them (CLASSES):
   table    every string value of the table's upstream-facing keys (UPSTREAM_KEYS), in every release;
   flag     a quoted `--option` (or one in a YAML flow list): vLLM's, the proxy's and `vllm bench serve`'s options;
   metric   a `vllm:` metric name;
-  env      a variable name of vLLM, vllm-ascend, CANN, torch or Mooncake (VLLM_, HCCL_, ASCEND_, GLOO_, TP_SOCKET_,
-           MC_): quoted, or the name of an env file line.
+  env      a variable name of vLLM, vllm-ascend, CANN, torch, Mooncake or the example proxy (VLLM_, HCCL_, ASCEND_,
+           GLOO_, TP_SOCKET_, MC_, OPENAI_): quoted, or the name of an env file line.
 ALLOWED lists what may stay, each with why: options of other programs (OTHER_PROGRAMS: systemctl, journalctl, the
 container engine), and sites that cannot read the table at run time, that a contract reads directly, or messages.
 """
@@ -30,7 +30,7 @@ UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
                  'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags', 'proxy_admin_answer',
-                 'request_id_header')
+                 'request_id_header', 'proxy_api_key_env')
 
 
 def _strings(value):
@@ -78,7 +78,7 @@ def _use(value):
 
 # the literal of each class, and its code use (the group is the literal)
 NAMES = {'flag': r'--[a-z][a-z0-9-]+(?:=[a-z]+)?', 'metric': r'vllm:[a-z][a-z0-9_]+',
-         'env': r'(?:VLLM|HCCL|ASCEND|GLOO|TP_SOCKET|MC)_[A-Z0-9_]+'}
+         'env': r'(?:VLLM|HCCL|ASCEND|GLOO|TP_SOCKET|MC|OPENAI)_[A-Z0-9_]+'}
 CLASSES = {
     'flag': (r'''(?:["']|[\[,]\s*)(--[a-z][a-z0-9-]+)(?=[=,\]\s"'])''',
              'serve_flags (vllm serve), bench_flags (vllm bench serve), proxy_flags (the proxy), cli_lists_flags'),

@@ -212,6 +212,9 @@ def _release(**facts):
         transfer_timeout_env=_TRANSFER_TIMEOUT_ENV,
         intra_roce_env=_INTRA_ROCE,
         api_key_env='VLLM_API_KEY',
+        # the variable the example proxy reads the key it sends P and D as its Bearer token from (the proxy role's
+        # env file sets it; `vllm bench serve` reads the same one)
+        proxy_api_key_env='OPENAI_API_KEY',
         log_path_env='ASCEND_PROCESS_LOG_PATH',
         # the engine's own routes the roles call (vLLM's OpenAI server; /metrics is its Prometheus mount)
         engine_routes=_ENGINE_ROUTES,

@@ -242,7 +242,7 @@ def proxy_key(pid):
             env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
     except OSError:
         return None
-    key = env.get(b"OPENAI_API_KEY")
+    key = env.get(UP["proxy_api_key_env"].encode())
     return key.decode() if key is not None else None
 
 
