@@ -19,6 +19,8 @@ description:
   - It judges nothing and never fails on an answer. An HTTP error or no answer is a status in the result, C(-1)
     without an answer. The proxy role requires the same non-empty text and the log line of D for that id.
   - One visit for both requests (they were two C(ansible.builtin.uri) tasks, whose arguments held the key).
+  - In check mode it sends nothing (a C(--check) run must not load a serving cluster) and returns what it would send;
+    a task with C(check_mode=false) sends in a check run too.
 options:
   reference_url:
     description: The completions URL of one prefill instance.
@@ -48,6 +50,9 @@ options:
     description: Seconds each request may take.
     type: int
     default: 120
+attributes:
+  check_mode:
+    details: Sends nothing in check mode; RV(sent) is false and RV(would_send) names the requests.
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
   - vllm_pd.ascend.attributes.read_only
@@ -67,6 +72,25 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+sent:
+  description: Whether the requests were sent (false in check mode).
+  returned: always
+  type: bool
+  sample: true
+msg:
+  description: What it did, or in check mode what it would have done.
+  returned: always
+  type: str
+  sample: sent the smoke completion to the prefill instance and through the proxy
+would_send:
+  description: In check mode, the requests it would send (their URLs and header names) and their body.
+  returned: in check mode
+  type: dict
+  sample:
+    body: {model: Qwen3-0.6B, prompt: Hello, max_tokens: 16, temperature: 0, stream: false}
+    requests:
+      - {url: http://10.0.30.10:8100/v1/completions, headers: [Content-Type]}
+      - {url: http://10.0.30.10:8000/v1/completions, headers: [Content-Type, X-Request-Id]}
 request_id:
   description: The request id sent through the proxy.
   returned: always
@@ -79,7 +103,7 @@ trace:
   sample: cmpl-6f1c0b0e-5d1b-4a52-9a38-0f8f3f1b2a7e
 reference:
   description: The answer of the prefill instance alone.
-  returned: always
+  returned: when sent
   type: dict
   contains:
     status:
@@ -97,7 +121,7 @@ reference:
   sample: {status: 200, content: '{"id": "cmpl-1", "choices": [{"text": " world"}]}', msg: OK, text: " world"}
 proxy:
   description: The answer through the proxy, with the keys of RV(reference).
-  returned: always
+  returned: when sent
   type: dict
   sample: {status: 200, content: '{"id": "cmpl-2", "choices": [{"text": " world"}]}', msg: OK, text: " world"}
 """
@@ -140,10 +164,18 @@ def main():
     p = module.params
     data = body(p['model'], p['prompt'], p['max_tokens'])
     request_id = new_request_id()
-    reference = post(module, p['reference_url'], data, headers(p['api_key']))
-    proxy = post(module, p['proxy_url'], data, headers(p['api_key'], request_id))
-    module.exit_json(changed=False, request_id=request_id, trace=trace_of(parse(proxy.get('content', '')), request_id),
-                     reference=reference, proxy=proxy)
+    requests = [(p['reference_url'], headers(p['api_key'])), (p['proxy_url'], headers(p['api_key'], request_id))]
+    if module.check_mode:
+        # a --check run sends nothing to a serving cluster: what it would send (header names only: no key shown)
+        module.exit_json(changed=False, sent=False, request_id=request_id, trace=request_id,
+                         would_send=dict(body=data, requests=[dict(url=u, headers=sorted(h)) for u, h in requests]),
+                         msg='check mode: sent nothing; would send the smoke completion to %s (P alone) and to %s '
+                             '(the proxy)' % (p['reference_url'], p['proxy_url']))
+    reference, proxy = [post(module, url, data, h) for url, h in requests]
+    module.exit_json(changed=False, sent=True, request_id=request_id,
+                     trace=trace_of(parse(proxy.get('content', '')), request_id), reference=reference, proxy=proxy,
+                     msg='sent the smoke completion to %s (P alone) and to %s (the proxy)' % (
+                         p['reference_url'], p['proxy_url']))
 
 
 if __name__ == '__main__':

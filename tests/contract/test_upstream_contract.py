@@ -1174,3 +1174,126 @@ def test_proxy_wait_flags(upstream):
                     defaults[c.args[0].value] = k.value.value
     for key, flag in entry['proxy_wait_flags'].items():
         assert assumed.get('wait[%r]' % key) == defaults.get(flag), flag
+
+
+# ---------------------------------------------------------------------------------------------------------
+# m. the OpenAI completion protocol the smoke test, the rolling proof and the load generator speak (verify/smoke.py,
+#    verify/loadgen.py, roles/proxy/files/proxy_member.py read it from the table)
+
+# the table's completion_answer keys, by the vLLM protocol classes that have each field
+ANSWER_FIELDS = {'id': ('CompletionResponse', 'CompletionStreamResponse'),
+                 'choices': ('CompletionResponse', 'CompletionStreamResponse'),
+                 'usage': ('CompletionResponse',), 'kv_transfer_params': ('CompletionResponse',),
+                 'text': ('CompletionResponseChoice', 'CompletionResponseStreamChoice'),
+                 'completion_tokens': ('UsageInfo',), 'error': ('ErrorResponse',),
+                 'delta': ('ChatCompletionResponseStreamChoice',), 'content': ('DeltaMessage',)}
+
+
+def protocol_fields(vl):
+    """{class name: its annotated fields} of the pydantic classes of vLLM's OpenAI server (vllm/entrypoints)."""
+    out = {}
+    for path in sorted((vl / 'vllm' / 'entrypoints').rglob('*protocol*.py')):
+        for node in uc.parse(path).body:
+            if isinstance(node, ast.ClassDef):
+                out.setdefault(node.name, set()).update(
+                    s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
+    return out
+
+
+def test_completion_request_and_answer(upstream):
+    """Every key the collection sends in a completion request (completion_request) is a field of vLLM's
+    CompletionRequest, and every key it reads of the answer (completion_answer) a field of the class that answers it."""
+    entry = upstream.entry
+    fields = protocol_fields(upstream.vl)
+    assert sorted(v for v in entry['completion_request'].values() if v not in fields['CompletionRequest']) == []
+    assert sorted(entry['completion_answer']) == sorted(ANSWER_FIELDS)
+    missing = ['%s.%s' % (cls, entry['completion_answer'][key]) for key, classes in sorted(ANSWER_FIELDS.items())
+               for cls in classes if entry['completion_answer'][key] not in fields.get(cls, ())]
+    assert missing == []
+
+
+def _header_gets(tree, header):
+    """The calls X.headers.get(HEADER, ...) in TREE."""
+    return [n for n in ast.walk(tree) if uc.call_name(n) == 'get' and isinstance(n.func.value, ast.Attribute)
+            and n.func.value.attr == 'headers' and n.args and isinstance(n.args[0], ast.Constant)
+            and n.args[0].value == header]
+
+
+def test_request_id_header(upstream):
+    """vLLM's OpenAI server builds its request id from request_id_header (_base_request_id) and answers a completion
+    with the id "cmpl-<that id>", and the example proxy sends the header (its own id) with its requests to P and D: so
+    the id of the proxy's answer is the id D logs (smoke.trace_of)."""
+    header = upstream.entry['request_id_header']
+    served = sorted((upstream.vl / 'vllm' / 'entrypoints').rglob('*.py'))
+    base = [fn for p in served for fn in ast.walk(uc.parse(p))
+            if isinstance(fn, ast.FunctionDef) and fn.name == '_base_request_id']
+    assert base and all(_header_gets(fn, header) for fn in base), 'vLLM reads no %s in _base_request_id' % header
+    cmpl = [n for p in served if p.parent.name in ('openai', 'completion') and 'serving' in p.name
+            for n in ast.walk(uc.parse(p)) if isinstance(n, ast.JoinedStr) and n.values
+            and isinstance(n.values[0], ast.Constant) and n.values[0].value == 'cmpl-' and len(n.values) > 1
+            and uc.call_name(getattr(n.values[1], 'value', None)) == '_base_request_id']
+    assert cmpl, 'the completion id is no longer "cmpl-" + the request id'
+    sent = [n for n in ast.walk(uc.parse(upstream.proxy)) if isinstance(n, ast.Dict)
+            and any(isinstance(k, ast.Constant) and k.value == header for k in n.keys)]
+    assert sent, 'the example proxy sends no %s' % header
+
+
+def test_completion_stream(upstream):
+    """A streamed completion is server-sent events: `data: ` lines, the last `data: [DONE]` (completion_stream)."""
+    stream = upstream.entry['completion_stream']
+    served = [p for p in sorted((upstream.vl / 'vllm' / 'entrypoints' / 'openai').rglob('*.py'))
+              if p.parent.name in ('openai', 'completion') and 'serving' in p.name and 'completion' in str(p)]
+    assert served, 'no completion serving module in vllm/entrypoints/openai'
+    consts = set().union(*(uc.str_constants(uc.parse(p), r'data: .*\s*') for p in served))
+    assert '%s %s\n\n' % (stream['data'], stream['done']) in consts
+
+
+def prefill_request(path, kv_key):
+    """(the constant entries of the kv_transfer_params dict the example proxy sets on its prefill request, the
+    constants it sets on that request unconditionally), read from the function that sets them."""
+    for fn in ast.walk(uc.parse(path)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params, sets = None, {}
+        for stmt in fn.body:
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+            if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)):
+                continue
+            if target.slice.value == kv_key and isinstance(stmt.value, ast.Dict):
+                params = {k.value: v.value for k, v in zip(stmt.value.keys, stmt.value.values)
+                          if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)}
+            elif isinstance(stmt.value, ast.Constant):
+                sets[target.slice.value] = stmt.value.value
+        if params is not None:
+            return params, sets
+    raise AssertionError('the example proxy sets no %s on a request' % kv_key)
+
+
+def test_proxy_prefill_request(upstream):
+    """The rolling proof sends P what the example proxy sends it (proxy_prefill_request: its kv_transfer_params and
+    the stream, max_tokens and min_tokens it sets), and then D the kv_transfer_params of P's answer, as the proxy does."""
+    entry = upstream.entry
+    kv_key = entry['completion_request']['kv_transfer_params']
+    table = dict(entry['proxy_prefill_request'])
+    params, sets = prefill_request(upstream.proxy, kv_key)
+    assert table.pop(kv_key) == params
+    assert table == {k: v for k, v in sets.items() if k in table} and sorted(table) == sorted(
+        k for k in sets if k in entry['completion_request'].values())
+    reads = [n for n in ast.walk(uc.parse(upstream.proxy)) if uc.call_name(n) == 'get' and n.args
+             and isinstance(n.args[0], ast.Constant) and n.args[0].value == entry['completion_answer']['kv_transfer_params']]
+    assert reads, 'the example proxy reads no %s of P\'s answer' % entry['completion_answer']['kv_transfer_params']
+
+
+def _environ_reads(path):
+    """The names PATH reads with os.environ.get(NAME) or os.getenv(NAME)."""
+    return {n.args[0].value for n in ast.walk(uc.parse(path)) if isinstance(n, ast.Call) and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and (uc.call_name(n) == 'get' and getattr(n.func.value, 'attr', None) == 'environ' or uc.call_name(n) == 'getenv')}
+
+
+def test_proxy_api_key_env(upstream):
+    """The example proxy reads the key it sends P and D from proxy_api_key_env (the proxy role's env file sets it), and
+    `vllm bench serve` (pd_bench passes it the key there) reads the same variable."""
+    name = upstream.entry['proxy_api_key_env']
+    assert name in _environ_reads(upstream.proxy)
+    assert name in _environ_reads(upstream.vl / 'vllm' / 'benchmarks' / 'lib' / 'endpoint_request_func.py')

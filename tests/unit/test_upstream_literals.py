@@ -9,8 +9,8 @@ It knows kinds of literals, not a list of them (CLASSES):
   table    every string value of the table's upstream-facing keys (UPSTREAM_KEYS), in every release;
   flag     a quoted `--option` (or one in a YAML flow list): vLLM's, the proxy's and `vllm bench serve`'s options;
   metric   a `vllm:` metric name;
-  env      a variable name of vLLM, vllm-ascend, CANN, torch or Mooncake (VLLM_, HCCL_, ASCEND_, GLOO_, TP_SOCKET_,
-           MC_): quoted, or the name of an env file line.
+  env      a variable name of vLLM, vllm-ascend, CANN, torch, Mooncake or the example proxy (VLLM_, HCCL_, ASCEND_,
+           GLOO_, TP_SOCKET_, MC_, OPENAI_): quoted, or the name of an env file line.
 ALLOWED lists what may stay, each with why: options of other programs (OTHER_PROGRAMS: systemctl, journalctl, the
 container engine), and sites that cannot read the table at run time, that a contract reads directly, or messages.
 """
@@ -29,7 +29,8 @@ UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 
                  'proxy_add_route', 'proxy_remove_route', 'proxy_count_key', 'proxy_wait_flags', 'cli_lists_flags', 'kv_log_grep',
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
-                 'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags', 'proxy_admin_answer')
+                 'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags', 'proxy_admin_answer',
+                 'request_id_header', 'proxy_api_key_env')
 
 
 def _strings(value):
@@ -77,7 +78,7 @@ def _use(value):
 
 # the literal of each class, and its code use (the group is the literal)
 NAMES = {'flag': r'--[a-z][a-z0-9-]+(?:=[a-z]+)?', 'metric': r'vllm:[a-z][a-z0-9_]+',
-         'env': r'(?:VLLM|HCCL|ASCEND|GLOO|TP_SOCKET|MC)_[A-Z0-9_]+'}
+         'env': r'(?:VLLM|HCCL|ASCEND|GLOO|TP_SOCKET|MC|OPENAI)_[A-Z0-9_]+'}
 CLASSES = {
     'flag': (r'''(?:["']|[\[,]\s*)(--[a-z][a-z0-9-]+)(?=[=,\]\s"'])''',
              'serve_flags (vllm serve), bench_flags (vllm bench serve), proxy_flags (the proxy), cli_lists_flags'),
@@ -98,7 +99,6 @@ plugins/module_utils/inventory/rules_cluster.py | name kv_connector_extra_config
 plugins/module_utils/verify/bench_gate.py | line | a message names the line
 plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message names it
 plugins/module_utils/common/check_names.py | env | a check's description names them
-plugins/module_utils/verify/loadgen.py | route /v1/completions | the default endpoint of the load generator (an option of pd_bench, run on the bench host)
 plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
 """
 ALLOWED = dict(((where.strip(), what.strip()), why.strip())

@@ -115,6 +115,27 @@ _TRANSFER_TIMEOUT_ENV = dict(transfer='ASCEND_TRANSFER_TIMEOUT', rdma_timeout='H
 _METRIC_NAMES = dict(ttft='vllm:time_to_first_token_seconds',
                      itl=('vllm:inter_token_latency_seconds', 'vllm:time_per_output_token_seconds'),
                      e2el='vllm:e2e_request_latency_seconds', request_success='vllm:request_success_total')
+# The OpenAI completion request the smoke test (verify/smoke.py), the rolling proof (proxy_member.py) and the load
+# generator (verify/loadgen.py) send, by role: fields of vLLM's CompletionRequest (entrypoints/openai[/completion]/
+# protocol.py). kv_transfer_params is also what the example proxy sets on the prefill request and reads from its answer.
+_COMPLETION_REQUEST = dict(model='model', prompt='prompt', max_tokens='max_tokens', min_tokens='min_tokens',
+                           temperature='temperature', stream='stream', ignore_eos='ignore_eos',
+                           kv_transfer_params='kv_transfer_params')
+# what they read of its answer: CompletionResponse's id, choices and usage, a choice's text (CompletionResponseChoice,
+# CompletionResponseStreamChoice), UsageInfo's completion_tokens, CompletionResponse's kv_transfer_params, an error
+# answer's or event's error (ErrorResponse) and, for a chat stream, a choice's delta and its content (DeltaMessage)
+_COMPLETION_ANSWER = dict(id='id', choices='choices', text='text', usage='usage', completion_tokens='completion_tokens',
+                          kv_transfer_params='kv_transfer_params', error='error', delta='delta', content='content')
+# the server-sent events of a streamed answer: each a `data:` line, the last one `data: [DONE]`
+# the request-id header: vLLM's OpenAI server builds its request id from it (_base_request_id), and the example proxy
+# sends its own in it to P and D (replacing the client's)
+_REQUEST_ID_HEADER = 'X-Request-Id'
+_COMPLETION_STREAM = dict(data='data:', done='[DONE]')
+# what the example proxy sets on the request it sends P (its constant values; 0.18.0 and older also pass the aborted
+# requests): P computes one token and keeps the KV for D, then D gets P's answer's kv_transfer_params
+_PROXY_PREFILL_REQUEST = dict(kv_transfer_params=dict(do_remote_decode=True, do_remote_prefill=False, remote_engine_id=None,
+                                                      remote_block_ids=None, remote_host=None, remote_port=None),
+                              stream=False, max_tokens=1, min_tokens=1)
 _MCV_P2P = 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector'
 _MCV_OLD = 'vllm_ascend.distributed.mooncake_connector'
 
@@ -143,6 +164,14 @@ def _release(**facts):
         proxy_admin_error='error',
         # the route the smoke test sends its request to (the proxy's, as the engine's: engine_routes)
         proxy_completions_route=_COMPLETIONS,
+        # the completion request's keys, the keys read of its answer, and the request-id header (vLLM's OpenAI
+        # protocol; the example proxy sends the header)
+        completion_request=_COMPLETION_REQUEST,
+        completion_answer=_COMPLETION_ANSWER,
+        request_id_header=_REQUEST_ID_HEADER,
+        completion_stream=_COMPLETION_STREAM,
+        # the keys and values the example proxy sets on its prefill request (the rolling proof sends P the same)
+        proxy_prefill_request=_PROXY_PREFILL_REQUEST,
         # the proxy-global count of requests in flight (an attribute of its state; a /healthcheck key where listed)
         proxy_count_key='request_num',
         # the options of the admin API's listener (its probes of an added member: how many, how far apart) that
@@ -183,6 +212,9 @@ def _release(**facts):
         transfer_timeout_env=_TRANSFER_TIMEOUT_ENV,
         intra_roce_env=_INTRA_ROCE,
         api_key_env='VLLM_API_KEY',
+        # the variable the example proxy reads the key it sends P and D as its Bearer token from (the proxy role's
+        # env file sets it; `vllm bench serve` reads the same one)
+        proxy_api_key_env='OPENAI_API_KEY',
         log_path_env='ASCEND_PROCESS_LOG_PATH',
         # the engine's own routes the roles call (vLLM's OpenAI server; /metrics is its Prometheus mount)
         engine_routes=_ENGINE_ROUTES,

@@ -25,7 +25,8 @@ DEFAULT_PATTERNS = ('*_KEY', '*_TOKEN', '*_SECRET', '*PASSWORD*')
 HIDDEN = '<hidden>'
 # the variable vLLM reads its API key from (the release table's api_key_env, the same in every release it knows)
 ENGINE_KEY = runtime(None)['api_key_env']
-PROXY_KEY = 'OPENAI_API_KEY'
+# the variable the example proxy and `vllm bench serve` read the key they send from (the table's proxy_api_key_env)
+PROXY_KEY = runtime(None)['proxy_api_key_env']
 GUARDED_PREFIX = ('/v1', '/v2', '/inference')
 
 

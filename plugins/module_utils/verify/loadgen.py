@@ -22,6 +22,17 @@ import threading
 import time
 import urllib.parse
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import auth_headers
+
+# what it sends and reads: vLLM's OpenAI completion protocol, the release table's facts (the same in every supported
+# release; tests/contract asserts each against every release's source)
+_UP = runtime(None)
+REQUEST = _UP["completion_request"]
+ANSWER = _UP["completion_answer"]
+_DATA = _UP["completion_stream"]["data"].encode()
+_DONE = _UP["completion_stream"]["done"].encode()
+
 MAX_ERRORS = 20
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
 
@@ -35,7 +46,7 @@ class LoadSpec:
 
     def __init__(self, url, model=None, prompt="The cache moved from prefill to decode", max_tokens=16,
                  rate=5.0, count=100, concurrency=None, timeout=30.0, stream=True,
-                 endpoint="/v1/completions", guard=None, api_key=None):
+                 endpoint=None, guard=None, api_key=None):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError(f"url must be http://HOST:PORT, got {url!r}")
@@ -48,16 +59,17 @@ class LoadSpec:
         self.host, self.port = parsed.hostname, parsed.port or 80
         self.model, self.prompt, self.max_tokens = model, prompt, int(max_tokens)
         self.rate, self.count, self.concurrency = rate, int(count), concurrency
-        self.timeout, self.stream, self.endpoint, self.guard = float(timeout), bool(stream), endpoint, guard
+        # the proxy's completions route unless told (the release table's)
+        self.endpoint = endpoint or _UP["proxy_completions_route"]
+        self.timeout, self.stream, self.guard = float(timeout), bool(stream), guard
         self.headers = {"Content-Type": "application/json"}
-        if api_key:
-            self.headers["Authorization"] = "Bearer " + api_key
+        self.headers.update(auth_headers(api_key))
 
     def body(self):
-        body = {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0,
-                "ignore_eos": True, "stream": self.stream}
+        body = {REQUEST["prompt"]: self.prompt, REQUEST["max_tokens"]: self.max_tokens, REQUEST["temperature"]: 0,
+                REQUEST["ignore_eos"]: True, REQUEST["stream"]: self.stream}
         if self.model:
-            body["model"] = self.model
+            body[REQUEST["model"]] = self.model
         return json.dumps(body).encode()
 
 
@@ -113,15 +125,16 @@ def _stream_chunks(response):
     for raw in response:
         seen = seen or bool(raw.strip())
         line = raw.strip()
-        if not line.startswith(b"data:"):
+        if not line.startswith(_DATA):
             continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
+        data = line[len(_DATA):].strip()
+        if data == _DONE:
             return
         event = json.loads(data)
-        if "error" in event:
-            raise RuntimeError(f"error event: {json.dumps(event['error'])[:200]}")
-        yield "".join(c.get("text") or (c.get("delta") or {}).get("content") or "" for c in event.get("choices", []))
+        if ANSWER["error"] in event:
+            raise RuntimeError(f"error event: {json.dumps(event[ANSWER['error']])[:200]}")
+        yield "".join(c.get(ANSWER["text"]) or (c.get(ANSWER["delta"]) or {}).get(ANSWER["content"]) or ""
+                      for c in event.get(ANSWER["choices"], []))
     raise RuntimeError("stream ended without [DONE]" if seen else EMPTY_200)
 
 
@@ -153,7 +166,7 @@ def send_one(spec, clock=time.monotonic):
             if not body.strip():
                 raise RuntimeError(EMPTY_200)
             reply = json.loads(body)
-            rec["output_tokens"] = int((reply.get("usage") or {}).get("completion_tokens") or 0)
+            rec["output_tokens"] = int((reply.get(ANSWER["usage"]) or {}).get(ANSWER["completion_tokens"]) or 0)
         rec["latency_ms"] = (clock() - start) * 1000.0
     except (OSError, ValueError, RuntimeError, http.client.HTTPException) as e:
         rec["error"] = f"{type(e).__name__}: {e}"

@@ -13,10 +13,17 @@ __metaclass__ = type
 import json
 import random
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import auth_headers
 
-# the header the proxies read a request id from (and replace)
-REQUEST_ID_HEADER = 'X-Request-Id'
+# what it sends and reads: vLLM's OpenAI completion protocol, the release table's facts (the same in every supported
+# release; tests/contract asserts each against every release's source)
+_UP = runtime(None)
+# the completion request's keys and those read of its answer
+REQUEST = _UP['completion_request']
+ANSWER = _UP['completion_answer']
+# the header vLLM builds its request id from (the proxies send their own in it)
+REQUEST_ID_HEADER = _UP['request_id_header']
 
 
 def new_request_id(rng=random.SystemRandom()):
@@ -35,7 +42,8 @@ def headers(api_key, request_id=None):
 
 def body(model, prompt, max_tokens):
     """Greedy (temperature 0) with fixed max_tokens, so P alone and P with D must give the same text."""
-    return {'model': model, 'prompt': prompt, 'max_tokens': max_tokens, 'temperature': 0, 'stream': False}
+    return {REQUEST['model']: model, REQUEST['prompt']: prompt, REQUEST['max_tokens']: max_tokens,
+            REQUEST['temperature']: 0, REQUEST['stream']: False}
 
 
 def parse(content):
@@ -49,14 +57,14 @@ def parse(content):
 
 def text_of(answer):
     """The text of the first choice ('' when the answer has none)."""
-    choices = (answer or {}).get('choices', [{}])
+    choices = (answer or {}).get(ANSWER['choices'], [{}])
     first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    return first.get('text', '') or ''
+    return first.get(ANSWER['text'], '') or ''
 
 
 def trace_of(answer, request_id):
     """The request id D saw: the proxy's answer's id, else the id sent."""
-    return (answer or {}).get('id') or request_id
+    return (answer or {}).get(ANSWER['id']) or request_id
 
 
 def outcome(status, content, msg):

@@ -10,7 +10,7 @@ import urllib.request
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.prom_text import totals
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import api_key_of_file
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.smoke import body as greedy_body, headers
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.smoke import body as greedy_body, headers, text_of
 
 # proxy_member.py leave|prove|join URL KIND HOST:PORT MARKER [...]: one member of a proxy with the admin API
 # (vllm-ascend's example proxy) out for a rolling restart, proven with its peers, and back
@@ -242,7 +242,7 @@ def proxy_key(pid):
             env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
     except OSError:
         return None
-    key = env.get(b"OPENAI_API_KEY")
+    key = env.get(UP["proxy_api_key_env"].encode())
     return key.decode() if key is not None else None
 
 
@@ -368,17 +368,12 @@ def post(url, body, key=""):
         return None, {"error": str(e)}
 
 
-def text_of(answer):
-    return ((answer.get("choices") or [{}])[0]).get("text") or ""
-
-
 def check_pair(prefill, decode, body, reference, key=""):
-    status, first = post(prefill, dict(body, max_tokens=1, min_tokens=1, kv_transfer_params={
-        "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
-        "remote_block_ids": None, "remote_host": None, "remote_port": None}), key)
-    if status != 200 or not first.get("kv_transfer_params"):
+    status, first = post(prefill, dict(body, **UP["proxy_prefill_request"]), key)
+    params = first.get(UP["completion_answer"]["kv_transfer_params"])
+    if status != 200 or not params:
         return False, "P answered HTTP %s without kv_transfer_params: %s" % (status, first.get("error", first))
-    status, answer = post(decode, dict(body, kv_transfer_params=first["kv_transfer_params"]), key)
+    status, answer = post(decode, dict(body, **{UP["completion_request"]["kv_transfer_params"]: params}), key)
     if status != 200:
         return False, "D answered HTTP %s: %s" % (status, answer.get("error", answer))
     text = text_of(answer)

@@ -78,3 +78,40 @@ def test_text_and_trace_of_odd_answers():
     assert smoke.trace_of({'id': ''}, 'sent') == smoke.trace_of(None, 'sent') == 'sent'
     assert smoke.parse('[1]') is None and smoke.parse('not json') is None and smoke.parse('{"id": "x"}') == {'id': 'x'}
     assert smoke.headers('', None) == {'Content-Type': 'application/json'}
+
+
+def test_check_mode_sends_nothing_and_says_what_it_would_send(run_module, engine):
+    """A --check run must not load a serving cluster: nothing is sent, the result names the requests and the body
+    (header names only: the key is no_log, and never shown), changed false, sent false."""
+    Engine.answers = {}
+    failed, res = run_module(M, args(engine, api_key='sk-x', _ansible_check_mode=True))
+    assert not failed and not res['changed'] and res['sent'] is False, res
+    assert Engine.seen == []
+    assert 'check mode' in res['msg'] and engine + '/p' in res['msg'] and engine + '/proxy' in res['msg']
+    assert res['would_send']['body'] == smoke.body('m', 'Hello', 4)
+    assert res['would_send']['requests'] == [
+        dict(url=engine + '/p', headers=['Authorization', 'Content-Type']),
+        dict(url=engine + '/proxy', headers=['Authorization', 'Content-Type', smoke.REQUEST_ID_HEADER])]
+    assert 'sk-x' not in json.dumps(res) and 'reference' not in res and 'proxy' not in res
+    assert res['trace'] == res['request_id']
+
+
+def test_sent_outside_check_mode(run_module, engine):
+    Engine.answers = {'/p': (200, '{"id": "cmpl-a", "choices": [{"text": " w"}]}'),
+                      '/proxy': (200, '{"id": "cmpl-b", "choices": [{"text": " w"}]}')}
+    failed, res = run_module(M, args(engine))
+    assert not failed and res['sent'] is True and len(Engine.seen) == 2 and 'would_send' not in res
+
+
+def test_the_proxy_role_skips_the_verdict_of_a_smoke_not_sent():
+    """roles/proxy/tasks/smoke.yml: the journal read and the assert run only when the smoke was sent; the journal read
+    runs in a check run too (read-only) when the smoke task was made to send."""
+    import os
+    import yaml
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), *['..'] * 4))
+    with open(os.path.join(root, 'roles/proxy/tasks/smoke.yml')) as f:
+        tasks = yaml.safe_load(f)
+    smoke_task, journal, verdict = tasks
+    assert 'vllm_pd.ascend.pd_smoke' in smoke_task and 'check_mode' not in smoke_task
+    assert journal['when'] == verdict['when'] == '__proxy_smoke_run.sent'
+    assert journal['check_mode'] is False and 'check_mode' not in verdict
