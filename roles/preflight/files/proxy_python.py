@@ -1,13 +1,16 @@
 import ast
 import importlib.util
 import json
+import os
 import sys
 
 # proxy_python.py SCRIPT MIN_PYTHON [MODULE ...], run BY proxy_python: whether it can run the proxy. SCRIPT: the
 # example proxy (empty: the mooncake wheel's, python -m mooncake.vllm_v1_proxy_server); MIN_PYTHON: X.Y of the
 # release table (empty when the release is not given); MODULE: the release table's proxy_imports. The script's
 # own imports count too: those at its top level and in its __main__ block, not those in a try (optional ones,
-# e.g. vllm.logger and uvloop of 0.18.0). Prints {"python", "problems": [...]}.
+# e.g. vllm.logger and uvloop of 0.18.0). Prints {"python", "problems": [...], "front": ...}. With
+# PD_PROXY_FRONT_BINARY=BINARY in its environment (proxy_front: haproxy) "front" is {"binary", "found"}: whether
+# HAProxy is there to run the proxy tier (read in the same visit; else null).
 
 
 def required_imports(tree):
@@ -52,7 +55,9 @@ def main(argv):
             missing.append(name)
     if missing:
         problems.append("it cannot import %s" % ", ".join(missing))
-    print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3], "problems": problems}))
+    binary = os.environ.get("PD_PROXY_FRONT_BINARY", "")
+    front = {"binary": binary, "found": os.path.isfile(binary) and os.access(binary, os.X_OK)} if binary else None
+    print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3], "problems": problems, "front": front}))
 
 
 if __name__ == "__main__":
