@@ -125,3 +125,16 @@ def test_kill_9_of_one_proxy_process_under_load_costs_only_its_requests_in_fligh
 
 def _quote(text):
     return "'" + text.replace("'", "'\\''") + "'"
+
+
+def test_the_preflight_names_a_proxy_host_without_haproxy_before_any_change(cluster):
+    lab = cluster
+    lab.run(P, "chmod a-x /usr/sbin/haproxy")
+    try:
+        r = lab.playbook("playbooks/deploy_pd.yml", check=False)
+    finally:
+        lab.run(P, "chmod a+x /usr/sbin/haproxy")
+    assert r.returncode != 0
+    failed = lab.failures(r)
+    assert "ProxyFrontMissing: cluster lab60, host pd-p60" in failed and "HAProxy on an air-gapped host" in failed, failed
+    assert set(lab.changed(r).values()) == {0}, lab.changed(r)
