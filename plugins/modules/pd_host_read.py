@@ -100,6 +100,11 @@ options:
         type: list
         elements: str
         default: []
+      front_binary:
+        description: The HAProxy binary of the proxy tier (V(proxy_front=haproxy)); whether it is there and executable
+          is RV(proxy_front). Empty checks nothing.
+        type: str
+        default: ''
 extends_documentation_fragment:
   - vllm_pd.ascend.attributes
   - vllm_pd.ascend.attributes.read_only
@@ -193,6 +198,11 @@ proxy_python:
         did not run at all).
       type: list
       elements: str
+proxy_front:
+  description: Whether O(proxy.front_binary) is a file this host can execute (the preflight's ProxyFrontMissing).
+  returned: with O(proxy.front_binary)
+  type: dict
+  sample: {"binary": "/usr/sbin/haproxy", "found": true}
 running:
   description: The launch settings of each running engine (C(vllm serve) command lines), with C(host), C(unit) and C(kind).
   returned: always
@@ -291,7 +301,8 @@ def main():
         proxy=dict(type='dict', options=dict(python=dict(type='str', required=True),
                                              script=dict(type='str', default=''),
                                              min_python=dict(type='str', default=''),
-                                             modules=dict(type='list', elements='str', default=[])))),
+                                             modules=dict(type='list', elements='str', default=[]),
+                                             front_binary=dict(type='str', default='')))),
         supports_check_mode=True)
     p, host = module.params, module.params['host']
     result = dict(changed=False, release={}, running=[])
@@ -320,6 +331,9 @@ def main():
             result['release'][kind] = record
     if proxy_answer:
         result['proxy_python'] = proxy_probe.probe_answer(*proxy_answer())
+    if proxy and proxy['front_binary']:
+        binary = proxy['front_binary']
+        result['proxy_front'] = dict(binary=binary, found=os.path.isfile(binary) and os.access(binary, os.X_OK))
     module.exit_json(**result)
 
 

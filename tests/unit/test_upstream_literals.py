@@ -208,6 +208,8 @@ REQUIRED_READS = {
                                    '| vllm_pd.ascend.pd_serve_has_shutdown_timeout }}"'],
     # the help is read only for a release the table does not answer for (vars/main.yml: the table's shutdown_timeout)
     'roles/engine/tasks/help.yml': ['__engine_help_argv + [__engine_upstream.cli_lists_flags]'],
+    # the kv_role of the kind served (the prefill and decode roles pass engine_kind)
+    'roles/engine/tasks/serve.yml': ['engine_kv_role: "{{ __engine_upstream.kv_roles[engine_kind] }}"'],
     'roles/engine/templates/vllm-pd.env.j2': ['{{ __engine_upstream.host_ip_env }}={{ engine_address.address }}'],
     'roles/proxy/tasks/members_add.yml': ['{{ __proxy_url }}{{ __proxy_upstream.proxy_add_route }}"'] * 2,
     'roles/proxy/tasks/members_remove.yml': ['{{ __proxy_url }}{{ __proxy_upstream.proxy_remove_route }}"'],
@@ -221,7 +223,7 @@ REQUIRED_READS = {
     'roles/doctor/tasks/observe.yml': ["'--grep=' ~ __doctor_upstream.kv_log_grep"],
     'roles/benchmark/tasks/main.yml': ["'--grep=' ~ __benchmark_upstream.kv_log_grep"],
 }
-for _role in ('proxy', 'doctor', 'benchmark', 'prefill', 'decode'):
+for _role in ('proxy', 'doctor', 'benchmark'):
     REQUIRED_READS['roles/%s/vars/main.yml' % _role] = [
         '__%s_upstream: "{{ vllm_pd_vllm_ascend_version | default(\'\') | vllm_pd.ascend.pd_release_facts(newest=true) }}"' % _role]
 

@@ -34,7 +34,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_par
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_ports import (
     rule_group_windows, rule_host_layout, rule_monitoring_ports, rule_port_windows,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_proxy import rule_benchmark, rule_proxy
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_proxy import FRONT_VARS, rule_benchmark, rule_proxy, rule_proxy_front
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_releases import rule_vllm_ascend_version
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_runtime import (
     ARGV_LIST_VARS, EXEC_VARS, MAPPING_VARS, WORD_VARS, rule_argv_words, rule_runtime, rule_stop_services,
@@ -53,7 +53,7 @@ VARIABLES = tuple(sorted(set(
      "vllm_pd_prefill_dp_ranks", "vllm_pd_decode_dp_ranks", "prefill_devices", "decode_devices",
      "vllm_pd_vllm_ascend_version", "vllm_pd_state", "vllm_pd_secret_env_names", M.VARIABLE)
     + PORT_VARS + COUNT_VARS + SECONDS_VARS + ARGV_LIST_VARS + WORD_VARS + EXEC_VARS + ENV_VARS + MAPPING_VARS
-    + CONNECTION_VARS + tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS)))
+    + CONNECTION_VARS + FRONT_VARS + tuple(bench_settings.SETTINGS) + bench_settings.OTHER_SETTINGS)))
 
 
 # The order findings are reported in. Later cluster-wide checks (P/D consistency) go here.
@@ -61,7 +61,7 @@ RULES = [
     rule_groups, rule_unevaluable, rule_cluster_name, rule_cluster_groups, rule_same_machine,
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
     rule_port_windows, rule_parallel_sizes, rule_secret_env_names, rule_host_layout, rule_group_windows, rule_monitoring_ports,
-    rule_cluster_sides, rule_cluster_agrees, rule_api_key, rule_external_dp, rule_tp_ratio, rule_proxy, rule_benchmark,
+    rule_cluster_sides, rule_cluster_agrees, rule_api_key, rule_external_dp, rule_tp_ratio, rule_proxy, rule_proxy_front, rule_benchmark,
     rule_state,
 ]
 

@@ -1,14 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) vllm_pd.ascend contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Rules of the proxy: one per cluster unless switched off, and the benchmark settings its host reads.
+"""Rules of the proxy: one per cluster unless switched off, its front (the proxy tier), and the benchmark settings its
+host reads.
 """
 
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import proxy_front
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import bench_settings
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import Finding, hfind, show
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import Finding, as_int, hfind, show
+
+# what the proxy tier reads on a proxy host (the role variable before the vllm_pd_ one)
+FRONT_VARS = ("proxy_front", "vllm_pd_proxy_front", "proxy_front_processes", "vllm_pd_proxy_front_processes",
+              "proxy_front_base_port", "vllm_pd_proxy_front_base_port", "proxy_port", "vllm_pd_proxy_port")
 
 
 def rule_proxy(view):
@@ -35,6 +41,48 @@ def rule_proxy(view):
             yield Finding(name, "", "vllm_pd_proxy_enabled", "vllm_pd_proxy_enabled is false but %s %s in group "
                           "vllm_pd_proxy" % (", ".join(proxies), "is" if len(proxies) == 1 else "are"),
                           "remove the host(s) from vllm_pd_proxy or unset vllm_pd_proxy_enabled")
+
+
+def rule_proxy_front(view):
+    """vllm_pd_proxy_front is none or haproxy; with haproxy, the processes (1..MAX_PROCESSES) and their loopback ports
+    (within 1-65535, not the proxy port itself); a rolling change does not drive the tier yet."""
+    for h in view.proxy:
+        var, front = view.first(h, "proxy_front", "vllm_pd_proxy_front", default=proxy_front.DEFAULT_FRONT)
+        if front not in proxy_front.FRONTS:
+            yield hfind(view, h, var, "%s=%s is not a proxy front (%s)" % (var, show(front), ", ".join(proxy_front.FRONTS)),
+                        "write %s: haproxy for the proxy tier (HAProxy in front of the proxy's processes) or "
+                        "%s: none for one proxy process on the proxy port" % (var, var))
+            continue
+        if front != "haproxy":
+            continue
+        nvar, raw = view.first(h, "proxy_front_processes", "vllm_pd_proxy_front_processes",
+                               default=proxy_front.DEFAULT_PROCESSES)
+        n = as_int(raw)
+        if n is None or not 1 <= n <= proxy_front.MAX_PROCESSES:
+            yield hfind(view, h, nvar, "%s=%s must be a whole number of proxy processes from 1 to %d"
+                        % (nvar, show(raw), proxy_front.MAX_PROCESSES), "write e.g. %s: %d"
+                        % (nvar, proxy_front.DEFAULT_PROCESSES))
+            n = None
+        bvar, raw_base = view.first(h, "proxy_front_base_port", "vllm_pd_proxy_front_base_port",
+                                    default=proxy_front.DEFAULT_BASE_PORT)
+        base = as_int(raw_base)
+        if base is None or base < 1:
+            yield hfind(view, h, bvar, "%s=%s must be a TCP port (the loopback port of proxy process 1)"
+                        % (bvar, show(raw_base)), "write e.g. %s: %d" % (bvar, proxy_front.DEFAULT_BASE_PORT))
+        elif n is not None:
+            ports = proxy_front.process_ports(base, n)
+            pvar, raw_port = view.first(h, "proxy_port", "vllm_pd_proxy_port", default=8000)
+            if ports[-1] > 65535:
+                yield hfind(view, h, bvar, "%s=%d with %d proxy processes needs ports up to %d, beyond 65535"
+                            % (bvar, base, n, ports[-1]), "choose a lower %s" % bvar)
+            elif as_int(raw_port) in ports:
+                yield hfind(view, h, bvar, "the proxy processes' loopback ports %d-%d (%s=%d) include the proxy port "
+                            "%s=%s that HAProxy binds" % (ports[0], ports[-1], bvar, base, pvar, show(raw_port)),
+                            "move %s away from the proxy port, e.g. %s: %d" % (bvar, bvar, proxy_front.DEFAULT_BASE_PORT))
+        if view.rollout == "rolling":
+            yield hfind(view, h, var, "vllm_pd_rollout=rolling does not drive the proxy tier (%s=haproxy) yet: its "
+                        "member changes go through one proxy's admin API" % var,
+                        "run the rolling change with %s: none, or deploy without vllm_pd_rollout=rolling" % var)
 
 
 def rule_benchmark(view):

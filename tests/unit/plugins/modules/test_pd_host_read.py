@@ -106,3 +106,21 @@ def test_the_reads_that_start_a_python_run_side_by_side(run_module, monkeypatch)
                                      proxy=dict(python='/opt/proxy/bin/python')))
     assert not failed and res['release']['prefill']['vllm_ascend'] == '0.23.0'
     assert res['proxy_python'] == dict(python='3.11.2', problems=[])
+
+
+def test_the_front_binary_is_found_only_when_this_host_can_run_it(run_module, monkeypatch, tmp_path):
+    fake(monkeypatch, {'/opt/proxy/bin/python': (0, '{"python": "3.11.2", "problems": []}', '')})
+    exe = tmp_path / 'haproxy'
+    exe.write_text('#!/bin/sh\n')
+    exe.chmod(0o755)
+
+    def front(binary):
+        failed, res = run_module(M, dict(host='p1', proxy=dict(python='/opt/proxy/bin/python', front_binary=binary)))
+        assert not failed
+        return res.get('proxy_front')
+
+    assert front(str(exe)) == dict(binary=str(exe), found=True)
+    exe.chmod(0o644)
+    assert front(str(exe))['found'] is False
+    assert front(str(tmp_path / 'missing'))['found'] is False
+    assert front('') is None

@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The proxy tier (vllm_pd_proxy_front: haproxy): HAProxy on the proxy port in front of N processes of the
+release's proxy on loopback. What it is made of (names, paths, defaults) and the HAProxy configuration, as pure
+functions: the proxy role renders front_config()'s text unchanged, the inventory rules read FRONTS and the defaults.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+# vllm_pd_proxy_front: 'none' keeps one proxy process on the proxy port (its admin API changes members);
+# 'haproxy' puts HAProxy there, in front of proxy_front_processes processes of the proxy on 127.0.0.1
+FRONTS = ('none', 'haproxy')
+DEFAULT_FRONT = 'none'
+DEFAULT_PROCESSES = 2
+# the most processes a host runs: each holds a connection pool to every member and its own scheduling state
+MAX_PROCESSES = 16
+# the loopback port of process 1; process K listens on DEFAULT_BASE_PORT + K - 1
+DEFAULT_BASE_PORT = 18001
+LOOPBACK = '127.0.0.1'
+# the front's own unit and files: never the distribution's haproxy.service nor /etc/haproxy
+FRONT_UNIT = 'vllm-pd-front.service'
+FRONT_CONFIG = '/etc/vllm-pd/front.cfg'
+# RuntimeDirectory= of FRONT_UNIT: systemd makes it (0755 root) at each start
+FRONT_RUN_DIR = '/run/vllm-pd-front'
+ADMIN_SOCKET = FRONT_RUN_DIR + '/admin.sock'
+PROCESS_UNIT = 'vllm-pd-proxy@%d.service'
+BACKEND = 'proxies'
+
+# Timeouts (seconds). A streamed completion sends its first byte only after prefill, then a chunk per token; a
+# non-streamed one sends nothing until the last token. `timeout server` (the proxy process silent) and `timeout
+# client` (the client silent) must therefore outlast the longest generation: 10 minutes must never be cut, so
+# both are 15 minutes. `timeout tunnel` covers a connection once it is upgraded (never here, but it would
+# otherwise fall back to the shorter client/server pair). `timeout http-request` bounds only the request's
+# headers, `timeout connect` a loopback connect.
+TIMEOUTS = (('connect', 5), ('client', 900), ('server', 900), ('tunnel', 900), ('http-request', 30),
+            ('http-keep-alive', 30), ('queue', 30), ('check', 2))
+# health checks: every second; 2 failures (or 1 failed connection of real traffic, observe layer4) take a process
+# out, 2 passes put it back: a killed process is out within about 2 s
+CHECK = dict(inter='1s', fastinter='500ms', downinter='1s', fall=2, rise=2)
+
+
+def process_ports(base_port, processes):
+    """The loopback ports of processes 1..PROCESSES."""
+    return [int(base_port) + k for k in range(int(processes))]
+
+
+def process_units(processes):
+    return [PROCESS_UNIT % (k + 1) for k in range(int(processes))]
+
+
+def front_config(address, port, base_port, processes, health_route, cluster='', socket=ADMIN_SOCKET):
+    """The text of FRONT_CONFIG: HAProxy on ADDRESS:PORT, balancing leastconn over PROCESSES proxy processes on
+    127.0.0.1:BASE_PORT.., each checked with GET HEALTH_ROUTE (the release table's proxy_health_route)."""
+    if not health_route.startswith('/'):
+        raise ValueError('health_route must be a path, got %r' % (health_route,))
+    if int(processes) < 1:
+        raise ValueError('processes must be >= 1, got %r' % (processes,))
+    lines = [
+        '# vllm_pd.ascend proxy front of cluster %s (plugins/module_utils/common/proxy_front.py); do not edit,' % cluster,
+        '# the proxy role rewrites it and validates it with haproxy -c before every (re)load.',
+        'global',
+        '    log stdout format raw local0 info',
+        # the runtime API: drain and ready a process (later: recycling on a member change), its counts for the doctor
+        '    stats socket %s mode 600 level admin' % socket,
+        '    stats timeout 30s',
+        '',
+        'defaults',
+        '    mode http',
+        '    log global',
+        '    option httplog',
+        '    option dontlognull',
+        # one request per connection to a proxy process: a kept-alive connection the process is closing can take no
+        # request, which could then not be resent (it may have been received)
+        '    option http-server-close',
+        # Never send a request twice: a proxy that received it may have started its prefill. The only retry is of a
+        # connection that was refused or timed out (retry-on conn-failure): the request never reached a process, so
+        # sending it to another one (redispatch) is no second prefill. A killed process costs only its own requests.
+        '    retries 1',
+        '    retry-on conn-failure',
+        '    option redispatch 1',
+    ]
+    lines += ['    timeout %s %ds' % (name, seconds) for name, seconds in TIMEOUTS]
+    lines += [
+        '',
+        'frontend front',
+        '    bind %s:%d' % (address, int(port)),
+        '    default_backend %s' % BACKEND,
+        '',
+        'backend %s' % BACKEND,
+        '    balance leastconn',
+        '    option httpchk GET %s' % health_route,
+        '    http-check expect status 200',
+        '    default-server check %s observe layer4 error-limit 1 on-error mark-down' % ' '.join(
+            '%s %s' % (k, CHECK[k]) for k in ('inter', 'fastinter', 'downinter', 'fall', 'rise')),
+    ]
+    lines += ['    server proxy%d %s:%d' % (k + 1, LOOPBACK, p) for k, p in enumerate(process_ports(base_port, processes))]
+    return '\n'.join(lines) + '\n'

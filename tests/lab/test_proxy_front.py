@@ -1,0 +1,140 @@
+"""The proxy tier (issue 37, first slice): vllm_pd_proxy_front: haproxy on cluster lab60 of lab/gen-inventory (1P1D,
+the real example proxy of the lab's release). The deploy puts HAProxy (vllm-pd-front.service) on the proxy port in
+front of two proxy processes on loopback, each answering its /healthcheck; a completion goes through the front;
+a converged run changes nothing; HAProxy accepts its configuration; a kill -9 of one proxy process under a few
+requests a second costs at most the requests in flight on it, and the process comes back into HAProxy. The
+containers are removed at the end.
+"""
+import json
+import time
+import urllib.request
+
+import pytest
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import proxy_front
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
+from conftest import own_lab
+
+pytestmark = pytest.mark.lab
+
+P, D = "pd-p60", "pd-d60"
+PROCESSES = proxy_front.DEFAULT_PROCESSES
+PORTS = proxy_front.process_ports(proxy_front.DEFAULT_BASE_PORT, PROCESSES)
+RATE = 4.0
+
+# run on the proxy host in one SSH call: kill -9 process 1, then watch HAProxy's view of it (its runtime API on the
+# admin socket) and systemd's until HAProxy has it up again; prints the times in seconds after the kill
+WATCH = r'''
+import json, os, socket, subprocess, sys, time
+SOCK, UNIT = sys.argv[1], sys.argv[2]
+def stat():
+    s = socket.socket(socket.AF_UNIX); s.connect(SOCK); s.sendall(b"show stat\n"); data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    lines = data.decode().splitlines(); head = lines[0].lstrip("# ").split(",")
+    rows = [dict(zip(head, l.split(","))) for l in lines[1:] if l]
+    return dict((r["svname"], r) for r in rows if r["svname"].startswith("proxy"))
+def pid():
+    return subprocess.check_output(["systemctl", "show", "-p", "MainPID", "--value", UNIT]).decode().strip()
+before, old = stat(), pid()
+t0 = time.monotonic(); os.kill(int(old), 9)
+down = restart = up = None; status = ""
+while time.monotonic() - t0 < 60:
+    status = stat()["proxy1"]["status"]; t = time.monotonic() - t0
+    if down is None and status.startswith("DOWN"):
+        down = t
+    if restart is None and pid() not in ("0", old):
+        restart = t
+    if down is not None and status == "UP":
+        up = t
+        break
+    time.sleep(0.05)
+print(json.dumps(dict(in_flight=int(before["proxy1"]["scur"]), down=down, restart=restart, up=up, status=status)))
+'''
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with own_lab(tmp_path_factory, 60, group_vars={"lab60": {"vllm_pd_proxy_front": "haproxy"}}) as lab:
+        lab.deploy = lab.playbook("playbooks/deploy_pd.yml")
+        yield lab
+
+
+def unit_of(lab, port):
+    return [u for u in ("vllm-pd-front.service",) + tuple(proxy_front.process_units(PROCESSES)) if u in lab.owner(P, port)]
+
+
+def test_deploy_puts_haproxy_on_the_proxy_port_in_front_of_the_processes(cluster):
+    lab = cluster
+    assert unit_of(lab, 8000) == ["vllm-pd-front.service"], lab.owner(P, 8000)
+    listening = lab.listening(P)
+    health = releases.runtime("0.23.0.post1")["proxy_health_route"]  # the lab's release (release.yml)
+    for k, port in enumerate(PORTS, 1):
+        assert ("127.0.0.1", port) in listening, listening
+        assert unit_of(lab, port) == [f"vllm-pd-proxy@{k}.service"], lab.owner(P, port)
+        answer = lab.run(P, f"python3 -c 'import urllib.request as u; print(u.urlopen(\"http://127.0.0.1:{port}{health}\","
+                            f" timeout=10).read().decode())'").stdout
+        assert json.loads(answer)["status"], answer
+    # nothing else of the single proxy runs, and HAProxy accepts the configuration it runs with
+    assert lab.unit(P, "vllm-pd-proxy.service")[1] != "active"
+    assert lab.run(P, f"haproxy -c -f {proxy_front.FRONT_CONFIG}").rc == 0
+    # the deploy's smoke request (KV moved, the same text as P alone) went through the front; and one more here
+    assert "Prove KV moves with one short request" in lab.deploy.stdout
+    ip = lab.hosts[P]["data_ip"]
+    lab.guard(ip)
+    req = urllib.request.Request(f"http://{ip}:8000/v1/completions", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"prompt": "front", "max_tokens": 4, "temperature": 0}).encode())
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.status == 200 and json.loads(r.read())["choices"][0]["text"]
+
+
+def test_a_converged_run_changes_nothing(cluster):
+    r = cluster.playbook("playbooks/deploy_pd.yml")
+    assert set(cluster.changed(r).values()) == {0}, cluster.changed(r)
+
+
+def test_kill_9_of_one_proxy_process_under_load_costs_only_its_requests_in_flight(cluster):
+    lab = cluster
+    ip = lab.hosts[P]["data_ip"]
+    spec = loadgen.LoadSpec(f"http://{ip}:8000", rate=RATE, count=int(RATE * 120), max_tokens=8, timeout=60,
+                            guard=lab.guard)
+    bg = loadgen.Background(spec).start()
+    try:
+        time.sleep(4)
+        watch = lab.ssh(P, "python3 -c " + _quote(WATCH) + f" {proxy_front.ADMIN_SOCKET} vllm-pd-proxy@1.service")
+        seen = json.loads(watch.stdout.strip().splitlines()[-1])
+        time.sleep(4)  # traffic goes on after the process is back
+    finally:
+        result = bg.stop_and_wait()
+    print(f"\nkill -9 of vllm-pd-proxy@1 under {RATE}/s: {seen}; completed {result['completed']} failed "
+          f"{result['failed']} in {result['duration_s']:.1f} s; errors {result['errors'][:3]}")
+    assert seen["up"] is not None, seen
+    assert seen["down"] is not None and seen["down"] <= 2.5, seen
+    assert seen["restart"] is not None, seen
+    # only the requests in flight on the killed process may fail (read just before the kill; 1 more for a request
+    # that reached it between that read and the kill)
+    assert result["failed"] <= seen["in_flight"] + 1, result
+    assert result["completed"] >= 20, result
+    assert lab.unit(P, "vllm-pd-proxy@1.service")[1] == "active"
+
+
+def _quote(text):
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def test_the_preflight_names_a_proxy_host_without_haproxy_before_any_change(cluster):
+    lab = cluster
+    lab.run(P, "chmod a-x /usr/sbin/haproxy")
+    try:
+        r = lab.playbook("playbooks/deploy_pd.yml", check=False)
+    finally:
+        lab.run(P, "chmod a+x /usr/sbin/haproxy")
+    assert r.returncode != 0
+    failed = lab.failures(r)
+    assert "ProxyFrontMissing: cluster lab60, host pd-p60" in failed and "HAProxy on an air-gapped host" in failed, failed
+    assert set(lab.changed(r).values()) == {0}, lab.changed(r)
