@@ -114,10 +114,15 @@ CHECKS = {
     'ProxyPythonUnfit': ('proxy', 'proxy_python cannot run the example proxy of the release (a missing import or an '
                          'older Python than the release needs)', 'install what the message names into proxy_python, '
                          'or point proxy_python at an interpreter that has it'),
+    # the proxy tier (vllm_pd_proxy_front: haproxy) cannot run without its HAProxy
+    'ProxyFrontMissing': ('proxy', 'the proxy tier is asked for (vllm_pd_proxy_front: haproxy) but the HAProxy binary '
+                          '(proxy_front_binary) is not on the proxy host', 'install the distribution\'s haproxy package '
+                          '(roles/proxy/README.md for an air-gapped host), or set vllm_pd_proxy_front: none'),
 }
 # A deployment cannot even be rendered past these; a change of the running fleet cannot skip its waits.
 NOT_IGNORABLE = ('InventoryInvalid', 'ProxyMemberNotAdded', 'DrainTimeout', 'ChangeNotRollable', 'RollingNotPossible',
-                 'PairProofFailed', 'ProxyRejoinTimeout', 'ProxyCountLeaked', 'ProxyListenerDead', 'ProxyPythonUnfit')
+                 'PairProofFailed', 'ProxyRejoinTimeout', 'ProxyCountLeaked', 'ProxyListenerDead', 'ProxyPythonUnfit',
+                 'ProxyFrontMissing')
 
 
 def unknown(names):
