@@ -190,9 +190,8 @@ def test_probe_ready_sends_the_key_to_models_only_when_it_has_one(monkeypatch):
 # reference must be added here after checking that no result, fact, message or diff can carry a value.
 SECRET_READS = {
     'roles/engine/templates/vllm-pd.env.j2': 'the env file, written by file_set (content is no_log)',
-    'roles/engine/tasks/serve.yml': 'engine_env passed to include_tasks (vars are not shown); the other settings '
-                                    'it reads from __engine_settings are no secrets (timeouts, names, sizes)',
-    'roles/engine/vars/main.yml': '__engine_settings, the calling role\'s settings (its env among them) read by name',
+    'roles/engine/tasks/serve.yml': 'engine_env passed to include_tasks (vars are not shown), read by the kind\'s '
+                                    'prefix; the settings of __engine_setting_names are no secrets (names, sizes)',
     'roles/prefill/defaults/main.yml': 'the role default',
     'roles/decode/defaults/main.yml': 'the role default',
     'roles/preflight/tasks/host.yml': 'the planned environment, through pd_redact_env',
@@ -202,8 +201,9 @@ SECRET_READS = {
     'roles/engine/tasks/instances.yml': 'pd_dense_keeps_rank reads one variable of it into a boolean',
 }
 JINJA = re.compile(r'\{\{.*?\}\}|\{%.*?%\}', re.S)
-READ = re.compile(r'\b(vllm_pd_engine_env|prefill_env|decode_env|engine_env|__engine_settings|__engine_setting_names|__proxy_api_key'
-                  r'|VLLM_API_KEY|OPENAI_API_KEY)\b')
+# (a role's variable read by its kind's prefix: engine_kind ~ '_env')
+READ = re.compile(r"\b(vllm_pd_engine_env|prefill_env|decode_env|engine_env|__engine_setting_names|__proxy_api_key"
+                  r"|VLLM_API_KEY|OPENAI_API_KEY)\b|~ '_env'")
 
 
 def test_the_engine_environment_and_the_key_are_read_only_where_nothing_shows_them():
