@@ -64,8 +64,7 @@ def pd_proxy_front(address, port, base_port, processes, health_route, cluster=''
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError('pd_proxy_front: %s' % exc)
     return dict(config=text, unit=F.FRONT_UNIT, path=F.FRONT_CONFIG, socket=F.ADMIN_SOCKET,
-                processes=[dict(index=k + 1, unit=u, port=p) for k, (u, p) in enumerate(
-                    zip(F.process_units(processes), F.process_ports(base_port, processes)))])
+                processes=F.processes_plan(base_port, processes))
 
 
 class FilterModule(object):

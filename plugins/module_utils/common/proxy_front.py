@@ -9,6 +9,8 @@ functions: the proxy role renders front_config()'s text unchanged, the inventory
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import json
+
 # vllm_pd_proxy_front: 'none' keeps one proxy process on the proxy port (its admin API changes members);
 # 'haproxy' puts HAProxy there, in front of proxy_front_processes processes of the proxy on 127.0.0.1
 FRONTS = ('none', 'haproxy')
@@ -26,6 +28,10 @@ FRONT_CONFIG = '/etc/vllm-pd/front.cfg'
 FRONT_RUN_DIR = '/run/vllm-pd-front'
 ADMIN_SOCKET = FRONT_RUN_DIR + '/admin.sock'
 PROCESS_UNIT = 'vllm-pd-proxy@%d.service'
+# what process K reads (the template unit's EnvironmentFile and start guard, %i = K)
+PROCESS_ENV = '/etc/vllm-pd/proxy@%d.env'
+PROCESS_GUARD = '/etc/vllm-pd/proxy@%d.guard.json'
+PORT_VARIABLE = 'PD_PROXY_PORT'
 BACKEND = 'proxies'
 
 # Timeouts (seconds). A streamed completion sends its first byte only after prefill, then a chunk per token; a
@@ -48,6 +54,20 @@ def process_ports(base_port, processes):
 
 def process_units(processes):
     return [PROCESS_UNIT % (k + 1) for k in range(int(processes))]
+
+
+def processes_plan(base_port, processes):
+    """Each process of the tier: its index, unit, loopback port, and the two files it reads, its env file (its port)
+    and its start guard's configuration (the keys the engine role's guard entry point writes, in to_nice_json's
+    form), so the role writes them as they are."""
+    out = []
+    for k, (unit, port) in enumerate(zip(process_units(processes), process_ports(base_port, processes))):
+        guard = dict(unit=unit, host_ip=LOOPBACK, ports=[dict(port=port, what='proxy process')], address_wait=0)
+        out.append(dict(index=k + 1, unit=unit, port=port, env_file=PROCESS_ENV % (k + 1), files=[
+            dict(path=PROCESS_ENV % (k + 1), content='%s=%d\n' % (PORT_VARIABLE, port), mode='0644'),
+            dict(path=PROCESS_GUARD % (k + 1), mode='0644',
+                 content=json.dumps(guard, indent=4, sort_keys=True, separators=(',', ': ')) + '\n')]))
+    return out
 
 
 def front_config(address, port, base_port, processes, health_route, cluster='', socket=ADMIN_SOCKET):

@@ -4,6 +4,7 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import json
 import re
 
 import pytest
@@ -89,3 +90,15 @@ def test_it_never_uses_the_distribution_haproxy_names():
 def test_a_bad_argument_is_refused(kw):
     with pytest.raises(ValueError):
         config(**kw)
+
+
+def test_each_process_gets_its_port_file_and_its_start_guard():
+    second = F.processes_plan(18001, 2)[1]
+    assert (second['index'], second['unit'], second['port'], second['env_file']) == (
+        2, 'vllm-pd-proxy@2.service', 18002, '/etc/vllm-pd/proxy@2.env')
+    env, guard = second['files']
+    assert env == dict(path='/etc/vllm-pd/proxy@2.env', content='PD_PROXY_PORT=18002\n', mode='0644')
+    assert guard['path'] == '/etc/vllm-pd/proxy@2.guard.json' and guard['content'].endswith('}\n')
+    # what the start guard reads (the keys the engine role's guard entry point writes)
+    assert json.loads(guard['content']) == dict(unit='vllm-pd-proxy@2.service', host_ip='127.0.0.1', address_wait=0,
+                                                ports=[dict(port=18002, what='proxy process')])
