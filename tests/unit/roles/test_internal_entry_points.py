@@ -59,7 +59,7 @@ def test_each_role_serves_its_own_kind_through_one_entry_point(role):
 
 def test_what_serve_passes_matches_the_entry_points_specs():
     calls = serve_includes()
-    assert sorted(e for call in calls for e in call[0]) == ["address", "install", "instances", "wait_ready"]
+    assert sorted(e for call in calls for e in call[0]) == ["address", "install", "instances"]
     for entries, passed in calls:
         for entry in entries:
             # serve's own options reach what it includes

@@ -24,6 +24,7 @@ from ansible_collections.vllm_pd.ascend.plugins.filter.pd_systemd_env import pd_
 from ansible_collections.vllm_pd.ascend.plugins.modules import pd_smoke
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import secrets
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import inventory_rules as ir
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import unit_ready
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
 
 PROBE = load_script('roles/engine/files/probe_ready.py')
@@ -163,7 +164,7 @@ def test_the_load_generator_carries_the_key(server):
     assert seen[1] is None and 'HTTP 401' in refused['error']
 
 
-def test_probe_ready_sends_the_key_to_models_only_when_it_has_one(monkeypatch):
+def test_the_ready_poll_sends_the_key_to_models_only_when_it_has_one():
     sent = []
 
     class Answer(object):
@@ -180,9 +181,8 @@ def test_probe_ready_sends_the_key_to_models_only_when_it_has_one(monkeypatch):
         sent.append(req.get_header('Authorization'))
         return Answer()
 
-    monkeypatch.setattr(PROBE.urllib.request, 'urlopen', urlopen)
-    assert PROBE.models_problem('http://127.0.0.1:1/v1/models', 'sk-m') is None
-    assert PROBE.models_problem('http://127.0.0.1:1/v1/models') is None
+    assert unit_ready.models_problem('http://127.0.0.1:1/v1/models', 'sk-m', urlopen) is None
+    assert unit_ready.models_problem('http://127.0.0.1:1/v1/models', '', urlopen) is None
     assert sent == ['Bearer sk-m', None]
 
 

@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) vllm_pd.ascend contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Whether a unit's HTTP API is ready, and what to say when a unit did not start or did not become ready.
+
+Module pd_unit (start a unit, then wait for its API in the same module run) and the proxy's probe script
+(roles/engine/files/probe_ready.py) poll with the same function. An engine answers /health once its model is
+loaded, and must then list it in /v1/models; the start guard's refusal, or the engine's last words, are in the
+unit's journal.
+"""
+
+from __future__ import absolute_import, division, print_function
+__metaclass__ = type
+
+import json
+import time
+
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
+
+READY = 'ready'
+DEAD = 'dead'
+# systemd states of a unit that will not answer any more
+DEAD_STATES = ('failed', 'inactive')
+# the start guard's words in the journal when it refuses a start (plugins/module_utils/guard/start_guard.py)
+GUARD_REFUSED = 'vllm-pd start guard: refused'
+POLL_S = 0.25
+
+
+def models_problem(url, key='', opener=None):
+    """None when url answers 200 with a non-empty data list, else what is wrong."""
+    headers = {'Authorization': 'Bearer ' + key} if key else {}
+    try:
+        with (opener or urlopen)(Request(url, headers=headers), timeout=10) as r:
+            body = r.read().decode('utf-8', 'replace')
+    except HTTPError as exc:
+        if exc.code == 401:
+            return "GET %s answered HTTP 401 (%s): the engine's VLLM_API_KEY and the key sent differ" % (
+                url, 'a key was sent' if key else 'no key was sent, none in the environment file')
+        return 'GET %s answered HTTP %d' % (url, exc.code)
+    except Exception as exc:  # pylint: disable=broad-except
+        return 'GET %s failed: %s' % (url, exc)
+    try:
+        data = json.loads(body).get('data')
+    except (ValueError, AttributeError):
+        data = None
+    return None if isinstance(data, list) and data else 'GET %s listed no model: %s' % (url, body[:200])
+
+
+def poll_ready(url, window, unit_state, models=None, key='', opener=None, clock=time.monotonic, sleep=time.sleep):
+    """Poll url every POLL_S for up to window seconds; stop at once when it answers or the unit is gone.
+
+    unit_state() gives systemd's ActiveState. Answers: ready; dead (the unit is failed or inactive);
+    unlisted: WHY (up, but models lists no model: final); http-CODE (url answered another success status);
+    starting: WHY (no answer, or an error status, within the window: poll again).
+    """
+    deadline = clock() + window
+    while True:
+        try:
+            with (opener or urlopen)(url, timeout=3) as r:
+                status = r.status
+        except Exception as exc:  # pylint: disable=broad-except
+            state = unit_state()
+            if state in DEAD_STATES:
+                return DEAD
+            if clock() >= deadline:
+                return 'starting: %s (%s)' % (exc, state)
+            sleep(POLL_S)
+            continue
+        if status != 200:
+            return 'http-%d' % status
+        problem = models_problem(models, key, opener) if models else None
+        return 'unlisted: %s' % problem if problem else READY
+
+
+def final(answer):
+    """Whether an answer of poll_ready ends the wait (ready, dead, unlisted); others are polled again."""
+    return answer in (READY, DEAD) or answer.startswith('unlisted:')
+
+
+def start_failure(unit, host, error, log_lines):
+    """The lines that say why a unit did not start: the start guard's refusal when it refused, else its last lines."""
+    refused = [line for line in log_lines if GUARD_REFUSED in line]
+    head = '%s on %s did not start: %s' % (unit, host, error.strip())
+    return [head] + (refused[-1:] if refused else ['Last log lines:'] + log_lines[-10:])
+
+
+def not_ready(unit, host, answer, url, timeout, log_text):
+    """What to say when a unit's API did not become ready (answer: the last of poll_ready)."""
+    if answer == DEAD:
+        what = 'exited'
+    elif answer.startswith('unlisted:'):
+        what = 'answers /health but lists no model'
+    else:
+        what = 'did not become ready within %d s' % timeout
+    return '%s on %s %s\n(GET %s: %s).\nLast log lines:\n%s' % (unit, host, what, url, answer, log_text)
+
+
+def start(unit, restart, daemon_reload, run, check_mode=False):
+    """Start (or restart) unit and enable it, with run(argv) -> (rc, out, err); returns (actions, error).
+
+    actions: what was done, or in check mode what would be (daemon-reload, enable, start, restart); error: systemctl's
+    words when a step failed, else None. systemd counts every start against StartLimitBurst within
+    StartLimitIntervalSec, a deploy's starts too: after a few stop/fix/deploy cycles the next start would fail as
+    start-limit-hit, so reset-failed clears the failed state and that counter first whenever this run starts it.
+    """
+    rc, out, err = run(['systemctl', 'show', '--property=ActiveState', '--value', '--', unit])
+    if rc != 0:
+        return [], 'systemctl show %s: %s' % (unit, (err or out).strip())
+    active = out.strip() == 'active'
+    rc, out, dummy = run(['systemctl', 'is-enabled', '--', unit])
+    enabled = rc == 0 and out.strip() == 'enabled'
+    actions = (['daemon-reload'] if daemon_reload else []) + ([] if enabled else ['enable'])
+    actions += ['restart'] if restart else [] if active else ['start']
+    if check_mode:
+        return actions, None
+    if daemon_reload:
+        rc, out, err = run(['systemctl', 'daemon-reload'])
+        if rc != 0:
+            return [], 'systemctl daemon-reload: %s' % (err or out).strip()
+    if restart or not active:
+        # a unit systemd has not loaded (a new file) has nothing to reset
+        rc, out, err = run(['systemctl', 'reset-failed', '--', unit])
+        if rc != 0 and 'not loaded' not in err:
+            return [], 'systemctl reset-failed %s: %s' % (unit, (err or out).strip())
+    if not enabled:
+        rc, out, err = run(['systemctl', 'enable', '--', unit])
+        if rc != 0:
+            return [], 'Unable to enable service %s: %s' % (unit, (err or out).strip())
+    for verb in ('restart', 'start'):
+        if verb in actions:
+            rc, out, err = run(['systemctl', verb, '--', unit])
+            if rc != 0:
+                return actions[:-1], 'Unable to %s service %s: %s' % (verb, unit, (err or out).strip())
+    return actions, None
