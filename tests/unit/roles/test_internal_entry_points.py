@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The prefill and decode roles call the engine role's internal serve entry point, and serve.yml includes the other
-entry points, without a spec run (rolespec_validate: false, include_tasks; issue 36: a task per instance on every
-host): what they pass is checked here against those specs instead, each option the spec requires passed and nothing
-it does not name."""
+"""The prefill and decode roles call the engine role's internal serve entry point, the preflight its instances, the
+proxy its guard, and serve.yml includes the other entry points, without a spec run (rolespec_validate: false,
+include_tasks; issue 36: a task per call on every host): what they pass is checked here against those specs instead,
+each option the spec requires passed and nothing it does not name (a name of the caller's own, __x, is no option)."""
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
@@ -30,6 +30,29 @@ def unvalidated_calls(role):
         inc = task.get('ansible.builtin.include_role')
         if inc and inc['name'] == 'vllm_pd.ascend.engine' and inc.get('rolespec_validate') is False:
             out.append((inc['tasks_from'], task.get('vars') or {}))
+    return out
+
+
+def tasks_of(tasks):
+    """Every task of a list of tasks, those inside blocks too."""
+    out = []
+    for task in tasks:
+        out.append(task)
+        for part in ('block', 'rescue', 'always'):
+            out.extend(tasks_of(task.get(part) or []))
+    return out
+
+
+def every_unvalidated_call():
+    """(task file, entry point, vars) of each include_role of the engine role without a spec run, in any role."""
+    out = []
+    for role in sorted(os.listdir(os.path.join(ROOT, 'roles'))):
+        tasks = os.path.join(ROOT, 'roles', role, 'tasks')
+        for name in sorted(os.listdir(tasks)) if os.path.isdir(tasks) else []:
+            for task in tasks_of(load(tasks, name) or []):
+                inc = task.get('ansible.builtin.include_role')
+                if inc and inc['name'] == 'vllm_pd.ascend.engine' and inc.get('rolespec_validate') is False:
+                    out.append(('roles/%s/tasks/%s' % (role, name), inc['tasks_from'], task.get('vars') or {}))
     return out
 
 
@@ -65,3 +88,12 @@ def test_what_serve_passes_matches_the_entry_points_specs():
             # serve's own options reach what it includes
             check('serve.yml', entry, dict(passed, **{k: None for k in SPECS['serve']['options']})
                   if 'engine_kind' in SPECS[entry]['options'] else passed)
+
+
+def test_every_call_without_a_spec_run_passes_what_its_spec_says():
+    calls = every_unvalidated_call()
+    assert sorted((where, entry) for where, entry, dummy in calls) == [
+        ('roles/decode/tasks/main.yml', 'serve'), ('roles/prefill/tasks/main.yml', 'serve'),
+        ('roles/preflight/tasks/main.yml', 'instances'), ('roles/proxy/tasks/main.yml', 'guard')]
+    for where, entry, passed in calls:
+        check(where, entry, dict((k, v) for k, v in passed.items() if not k.startswith('__')))
