@@ -20,7 +20,7 @@ description:
   - V(ready) sets the server ready and waits until HAProxy's health check has it C(UP), so the next process can be
     drained while this one takes traffic.
   - When HAProxy is not running (no socket, or nothing listens on it) or its running configuration has no such
-    server yet (a process this run adds), it does nothing and reports O(ignore:front) as V(down) or V(absent).
+    server yet (a process this run adds), it does nothing and reports RV(front) as V(down) or V(absent).
 options:
   state:
     description: V(drain) before a restart, V(ready) after it.
@@ -85,13 +85,13 @@ front:
   type: str
   sample: running
 before:
-  description: The server's administrative state before (V(ready), V(drain)); null when O(ignore:front) is not
+  description: The server's administrative state before (V(ready), V(drain)); null when RV(front) is not
     V(running).
   returned: always
   type: str
   sample: ready
 after:
-  description: The state asked for; null when O(ignore:front) is not V(running).
+  description: The state asked for; null when RV(front) is not V(running).
   returned: always
   type: str
   sample: drain

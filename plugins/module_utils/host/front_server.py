@@ -113,9 +113,10 @@ def ready_timeout_message(unit, server, backend, status, timeout):
 def run(state, server, backend=proxy_front.BACKEND, socket_path=proxy_front.ADMIN_SOCKET, unit='', timeout=900,
         interval=0.2, check_mode=False, command=None, clock=time.monotonic, sleep=time.sleep):
     """Drain or ready SERVER and wait. Returns dict(changed, front, before, after, seen, waited, status[, failed,
-    msg]); seen: HAProxy's counts of the server ({in_flight, queued}) each time they changed while waiting. front: 'running', 'down' (no HAProxy: nothing to do) or 'absent' (the server is not in
-    HAProxy's running config: nothing to drain, it takes traffic once HAProxy reloads with it). COMMAND(text) ->
-    answer talks to the socket (runtime_command by default)."""
+    msg]); seen: HAProxy's counts of the server ({in_flight, queued}) each time they changed while waiting. front:
+    'running', 'down' (no HAProxy: nothing to do) or 'absent' (the server is not in HAProxy's running config:
+    nothing to drain, it takes traffic once HAProxy reloads with it). COMMAND(text) -> answer talks to the socket
+    (runtime_command by default)."""
     command = command or (lambda text: runtime_command(socket_path, text))
     unit = unit or server
     out = dict(changed=False, front='running', before=None, after=None, seen=[], waited=0.0, status='')

@@ -168,7 +168,7 @@ def admin_socket():
     def serve():
         while True:
             try:
-                conn, _ = srv.accept()
+                conn = srv.accept()[0]
             except OSError:
                 return
             got.append(conn.recv(4096))
