@@ -1,20 +1,23 @@
-"""The proxy tier (issue 37, first slice): vllm_pd_proxy_front: haproxy on cluster lab60 of lab/gen-inventory (1P1D,
-the real example proxy of the lab's release). The deploy puts HAProxy (vllm-pd-front.service) on the proxy port in
-front of two proxy processes on loopback, each answering its /healthcheck; a completion goes through the front;
-a converged run changes nothing; HAProxy accepts its configuration; a kill -9 of one proxy process under a few
-requests a second costs at most the requests in flight on it, and the process comes back into HAProxy. The
-containers are removed at the end.
+"""The proxy tier (issue 37): vllm_pd_proxy_front: haproxy on cluster lab60 of lab/gen-inventory (1P1D, the real
+example proxy of the lab's release). The deploy puts HAProxy (vllm-pd-front.service) on the proxy port in front of
+two proxy processes on loopback, each answering its /healthcheck; a completion goes through the front; a converged
+run changes nothing; HAProxy accepts its configuration; a change of the proxy's arguments under a closed loop of 3
+clients recycles every process (drained in HAProxy, restarted, set ready) with 0 failed requests; a kill -9 of one
+proxy process under a few requests a second costs at most the requests in flight on it, and the process comes back
+into HAProxy. The containers are removed at the end.
 """
 import json
+import shutil
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import proxy_front
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
-from conftest import own_lab
+from conftest import Lab, own_lab
 
 pytestmark = pytest.mark.lab
 
@@ -57,6 +60,20 @@ while time.monotonic() - t0 < 60:
 print(json.dumps(dict(in_flight=int(before["proxy1"]["scur"]), down=down, restart=restart, up=up, status=status)))
 '''
 
+# run on the proxy host: HAProxy's status of each proxy process, as JSON
+STATUS = r'''
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"show stat\n"); data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+lines = data.decode().splitlines(); head = lines[0].lstrip("# ").split(",")
+rows = [dict(zip(head, l.split(","))) for l in lines[1:] if l]
+print(json.dumps(dict((r["svname"], r["status"]) for r in rows if r["svname"].startswith("proxy"))))
+'''
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
@@ -96,6 +113,47 @@ def test_deploy_puts_haproxy_on_the_proxy_port_in_front_of_the_processes(cluster
 def test_a_converged_run_changes_nothing(cluster):
     r = cluster.playbook("playbooks/deploy_pd.yml")
     assert set(cluster.changed(r).values()) == {0}, cluster.changed(r)
+
+
+def pids(lab):
+    return {u: lab.run(P, f"systemctl show -p MainPID --value {u}").stdout.strip() for u in proxy_front.process_units(PROCESSES)}
+
+
+def test_a_change_of_the_proxy_arguments_under_a_closed_loop_recycles_each_process_without_a_failed_request(cluster):
+    lab = cluster
+    base = Path(lab.inventory)
+    changed = base.parent / f"{base.name}-proxy-args"
+    shutil.copytree(base, changed)
+    # a setting of the example proxy every release has: the processes' command changes, the members do not
+    (changed / "group_vars" / "all" / "change.yml").write_text("proxy_extra_args: [--waiting-retry-interval, '0.5']\n")
+    before = pids(lab)
+    spec = loadgen.LoadSpec(f"http://{lab.hosts[P]['data_ip']}:8000", rate=None, concurrency=3, count=10 ** 6,
+                            max_tokens=8, timeout=60, guard=lab.guard)
+    bg = loadgen.Background(spec).start()
+    inv = Lab(changed)
+    try:
+        time.sleep(2)  # the loop runs before the deploy touches anything
+        t0 = time.monotonic()
+        r = inv.playbook("playbooks/deploy_pd.yml", "-v", check=False)  # -v: the drains' results
+        took = time.monotonic() - t0
+    finally:
+        result = bg.stop_and_wait()
+        inv.close()
+    print(f"\nproxy arguments changed under 3 closed-loop clients: deploy {took:.1f} s rc {r.returncode}; completed "
+          f"{result['completed']} failed {result['failed']} in {result['duration_s']:.1f} s; errors {result['errors'][:3]}")
+    assert r.returncode == 0, Lab.failures(r)
+    after = pids(lab)
+    assert all(after[u] not in ("0", before[u]) for u in before), (before, after)
+    assert result["failed"] == 0, result["errors"]
+    assert result["completed"] >= 20, result
+    # each process was drained in the running HAProxy (not skipped, not a no-op) before its restart, and is ready
+    # and UP again
+    drains = [t for t in r.stdout.split("\nTASK [") if t.startswith("vllm_pd.ascend.proxy : Drain the proxy process")]
+    print("\n".join(d[:600] for d in drains))
+    assert len(drains) == PROCESSES, r.stdout[-4000:]
+    assert all("front: running" in d and "after: drain" in d and "before: ready" in d for d in drains), drains
+    status = lab.ssh(P, "python3 -c " + _quote(STATUS) + f" {proxy_front.ADMIN_SOCKET}").stdout
+    assert all(s == "UP" for s in json.loads(status.strip().splitlines()[-1]).values()), status
 
 
 def test_kill_9_of_one_proxy_process_under_load_costs_only_its_requests_in_flight(cluster):

@@ -33,6 +33,8 @@ PROCESS_ENV = '/etc/vllm-pd/proxy@%d.env'
 PROCESS_GUARD = '/etc/vllm-pd/proxy@%d.guard.json'
 PORT_VARIABLE = 'PD_PROXY_PORT'
 BACKEND = 'proxies'
+# HAProxy's name of process K in BACKEND (the runtime API addresses it as BACKEND/SERVER)
+SERVER = 'proxy%d'
 
 # Timeouts (seconds). A streamed completion sends its first byte only after prefill, then a chunk per token; a
 # non-streamed one sends nothing until the last token. `timeout server` (the proxy process silent) and `timeout
@@ -57,13 +59,13 @@ def process_units(processes):
 
 
 def processes_plan(base_port, processes):
-    """Each process of the tier: its index, unit, loopback port, and the two files it reads, its env file (its port)
+    """Each process of the tier: its index, unit, loopback port, HAProxy's server name, and the two files it reads, its env file (its port)
     and its start guard's configuration (the keys the engine role's guard entry point writes, in to_nice_json's
     form), so the role writes them as they are."""
     out = []
     for k, (unit, port) in enumerate(zip(process_units(processes), process_ports(base_port, processes))):
         guard = dict(unit=unit, host_ip=LOOPBACK, ports=[dict(port=port, what='proxy process')], address_wait=0)
-        out.append(dict(index=k + 1, unit=unit, port=port, env_file=PROCESS_ENV % (k + 1), files=[
+        out.append(dict(index=k + 1, unit=unit, port=port, server=SERVER % (k + 1), env_file=PROCESS_ENV % (k + 1), files=[
             dict(path=PROCESS_ENV % (k + 1), content='%s=%d\n' % (PORT_VARIABLE, port), mode='0644'),
             dict(path=PROCESS_GUARD % (k + 1), mode='0644',
                  content=json.dumps(guard, indent=4, sort_keys=True, separators=(',', ': ')) + '\n')]))
@@ -82,7 +84,7 @@ def front_config(address, port, base_port, processes, health_route, cluster='', 
         '# the proxy role rewrites it and validates it with haproxy -c before every (re)load.',
         'global',
         '    log stdout format raw local0 info',
-        # the runtime API: drain and ready a process (later: recycling on a member change), its counts for the doctor
+        # the runtime API: drain and ready a process around its restart (pd_front_server), its counts for the doctor
         '    stats socket %s mode 600 level admin' % socket,
         '    stats timeout 30s',
         '',
@@ -115,5 +117,5 @@ def front_config(address, port, base_port, processes, health_route, cluster='', 
         '    default-server check %s observe layer4 error-limit 1 on-error mark-down' % ' '.join(
             '%s %s' % (k, CHECK[k]) for k in ('inter', 'fastinter', 'downinter', 'fall', 'rise')),
     ]
-    lines += ['    server proxy%d %s:%d' % (k + 1, LOOPBACK, p) for k, p in enumerate(process_ports(base_port, processes))]
+    lines += ['    server %s %s:%d' % (SERVER % (k + 1), LOOPBACK, p) for k, p in enumerate(process_ports(base_port, processes))]
     return '\n'.join(lines) + '\n'
