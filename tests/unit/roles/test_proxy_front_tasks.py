@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The proxy tier recycles a process whose files changed (roles/proxy/tasks/front_process.yml): drained in HAProxy
-before its restart, set ready in HAProxy after its health route answers; both only when it restarts, so a converged
+before its restart (pd_unit, which then waits for its health route), set ready in HAProxy after; both only when it restarts, so a converged
 run runs no pd_front_server. Removing or unguarding the drain cuts requests in flight (tests/lab/test_proxy_front.py
 shows it under load); these tests catch it without a lab (tests/contract/breaks.yml)."""
 from __future__ import absolute_import, division, print_function
@@ -31,14 +31,14 @@ def index(steps, pred, what):
 def test_a_restarting_process_is_drained_first_and_set_ready_last_in_haproxy():
     steps = tasks('front_process.yml')
     drain = index(steps, lambda t: t.get(MODULE, {}).get('state') == 'drain', 'drains the process')
-    start = index(steps, lambda t: t.get('ansible.builtin.include_role', {}).get('tasks_from') == 'start',
-                  'starts or restarts the process')
-    health = index(steps, lambda t: 'probe_ready.py' in str(t.get('ansible.builtin.command', '')),
-                   'waits for its health route')
+    # one pd_unit run starts or restarts it and waits for its health route
+    start = index(steps, lambda t: 'vllm_pd.ascend.pd_unit' in t, 'starts or restarts the process, then waits for it')
+    unit = steps[start]['vllm_pd.ascend.pd_unit']
+    assert unit['name'] == '{{ __proxy_process.unit }}' and unit['ready']['url'].startswith('http://127.0.0.1:')
     ready = index(steps, lambda t: t.get(MODULE, {}).get('state') == 'ready', 'sets it ready')
-    assert drain < start < health < ready
+    assert drain < start < ready
     # the same decision drains, restarts and readies: never a restart without a drain, nor a drain without a restart
-    assert steps[start]['vars']['engine_start_restart'] == '{{ %s }}' % RESTART
+    assert unit['restart'] == '{{ %s }}' % RESTART
     for k in (drain, ready):
         assert steps[k]['when'] == RESTART, steps[k]
         assert steps[k][MODULE]['server'] == '{{ __proxy_process.server }}'
