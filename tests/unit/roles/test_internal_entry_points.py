@@ -56,13 +56,18 @@ def every_unvalidated_call():
     return out
 
 
-def serve_includes():
-    """(entry points, vars) of each include of another entry point in the engine's serve.yml (no spec run)."""
+def serve_includes(name='serve.yml'):
+    """(entry points, vars) of each include of another entry point in the engine's serve.yml, and in the task files
+    it includes that are no entry point (no spec run)."""
     out = []
-    for task in load('roles', 'engine', 'tasks', 'serve.yml'):
+    for task in load('roles', 'engine', 'tasks', name):
         inc = task.get('ansible.builtin.include_tasks')
         if inc:
-            entries = ['plan', 'install'] if 'plan' in inc else [inc[:-len('.yml')]]
+            # the templated name is plan.yml or install.yml
+            entries = ['plan', 'install'] if inc.startswith('{{') else [inc[:-len('.yml')]]
+            if not any(e in SPECS for e in entries):
+                out.extend(serve_includes(inc))
+                continue
             out.append(([e for e in entries if e in SPECS], task.get('vars') or {}))
     return out
 
