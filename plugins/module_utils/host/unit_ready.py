@@ -12,11 +12,10 @@ unit's journal.
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
+import http.client
 import json
 import time
-
-from urllib.error import HTTPError
-from urllib.request import Request, urlopen
+from urllib.parse import urlsplit
 
 READY = 'ready'
 DEAD = 'dead'
@@ -27,19 +26,30 @@ GUARD_REFUSED = 'vllm-pd start guard: refused'
 POLL_S = 0.25
 
 
-def models_problem(url, key='', opener=None):
+def http_get(url, headers=None, timeout=10):
+    """(status, body) of a GET of an http:// url (any status; no redirect followed)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    try:
+        conn.request('GET', (parts.path or '/') + ('?' + parts.query if parts.query else ''), headers=headers or {})
+        answer = conn.getresponse()
+        return answer.status, answer.read().decode('utf-8', 'replace')
+    finally:
+        conn.close()
+
+
+def models_problem(url, key='', get=http_get):
     """None when url answers 200 with a non-empty data list, else what is wrong."""
     headers = {'Authorization': 'Bearer ' + key} if key else {}
     try:
-        with (opener or urlopen)(Request(url, headers=headers), timeout=10) as r:
-            body = r.read().decode('utf-8', 'replace')
-    except HTTPError as exc:
-        if exc.code == 401:
-            return "GET %s answered HTTP 401 (%s): the engine's VLLM_API_KEY and the key sent differ" % (
-                url, 'a key was sent' if key else 'no key was sent, none in the environment file')
-        return 'GET %s answered HTTP %d' % (url, exc.code)
-    except Exception as exc:  # pylint: disable=broad-except
+        status, body = get(url, headers, 10)
+    except (OSError, http.client.HTTPException) as exc:
         return 'GET %s failed: %s' % (url, exc)
+    if status == 401:
+        return "GET %s answered HTTP 401 (%s): the engine's VLLM_API_KEY and the key sent differ" % (
+            url, 'a key was sent' if key else 'no key was sent, none in the environment file')
+    if status != 200:
+        return 'GET %s answered HTTP %d' % (url, status)
     try:
         data = json.loads(body).get('data')
     except (ValueError, AttributeError):
@@ -47,7 +57,7 @@ def models_problem(url, key='', opener=None):
     return None if isinstance(data, list) and data else 'GET %s listed no model: %s' % (url, body[:200])
 
 
-def poll_ready(url, window, unit_state, models=None, key='', opener=None, clock=time.monotonic, sleep=time.sleep):
+def poll_ready(url, window, unit_state, models=None, key='', get=http_get, clock=time.monotonic, sleep=time.sleep):
     """Poll url every POLL_S for up to window seconds; stop at once when it answers or the unit is gone.
 
     unit_state() gives systemd's ActiveState. Answers: ready; dead (the unit is failed or inactive);
@@ -57,19 +67,21 @@ def poll_ready(url, window, unit_state, models=None, key='', opener=None, clock=
     deadline = clock() + window
     while True:
         try:
-            with (opener or urlopen)(url, timeout=3) as r:
-                status = r.status
-        except Exception as exc:  # pylint: disable=broad-except
+            status = get(url, None, 3)[0]
+            why = 'HTTP %d' % status if status >= 400 else None
+        except (OSError, http.client.HTTPException) as exc:
+            status, why = None, str(exc)
+        if why is not None:
             state = unit_state()
             if state in DEAD_STATES:
                 return DEAD
             if clock() >= deadline:
-                return 'starting: %s (%s)' % (exc, state)
+                return 'starting: %s (%s)' % (why, state)
             sleep(POLL_S)
             continue
         if status != 200:
             return 'http-%d' % status
-        problem = models_problem(models, key, opener) if models else None
+        problem = models_problem(models, key, get) if models else None
         return 'unlisted: %s' % problem if problem else READY
 
 

@@ -167,22 +167,12 @@ def test_the_load_generator_carries_the_key(server):
 def test_the_ready_poll_sends_the_key_to_models_only_when_it_has_one():
     sent = []
 
-    class Answer(object):
-        def __enter__(self):
-            return self
+    def get(url, headers, timeout):
+        sent.append(headers.get('Authorization'))
+        return 200, '{"data": [{"id": "m"}]}'
 
-        def __exit__(self, *a):
-            return False
-
-        def read(self):
-            return b'{"data": [{"id": "m"}]}'
-
-    def urlopen(req, timeout):
-        sent.append(req.get_header('Authorization'))
-        return Answer()
-
-    assert unit_ready.models_problem('http://127.0.0.1:1/v1/models', 'sk-m', urlopen) is None
-    assert unit_ready.models_problem('http://127.0.0.1:1/v1/models', '', urlopen) is None
+    assert unit_ready.models_problem('http://127.0.0.1:1/v1/models', 'sk-m', get) is None
+    assert unit_ready.models_problem('http://127.0.0.1:1/v1/models', '', get) is None
     assert sent == ['Bearer sk-m', None]
 
 

@@ -80,12 +80,12 @@ class Clock(object):
 def test_the_poll_stops_at_once_when_the_unit_is_gone():
     clock = Clock()
 
-    def refused(url, timeout):
+    def refused(url, headers, timeout):
         raise OSError('connection refused')
 
-    assert U.poll_ready('http://x/health', 600, lambda: 'failed', opener=refused, clock=clock, sleep=clock.sleep) == U.DEAD
+    assert U.poll_ready('http://x/health', 600, lambda: 'failed', get=refused, clock=clock, sleep=clock.sleep) == U.DEAD
     assert clock.now == 0.0
-    answer = U.poll_ready('http://x/health', 2, lambda: 'activating', opener=refused, clock=clock, sleep=clock.sleep)
+    answer = U.poll_ready('http://x/health', 2, lambda: 'activating', get=refused, clock=clock, sleep=clock.sleep)
     assert answer.startswith('starting: connection refused (activating)') and clock.now == 2.0
     assert not U.final(answer) and U.final(U.READY) and U.final('unlisted: none')
 
@@ -100,7 +100,7 @@ def test_ready_needs_health_then_a_listed_model(http_server):
     assert U.poll_ready(base + '/health', 1, lambda: 'active', base + '/v1/models') == U.READY
     # an error status (a proxy's 503 while it starts) is asked again until the window ends
     answers['/health'] = (503, '')
-    assert U.poll_ready(base + '/health', 0.5, lambda: 'active').startswith('starting: HTTP Error 503')
+    assert U.poll_ready(base + '/health', 0.5, lambda: 'active').startswith('starting: HTTP 503 (active)')
     answers['/health'] = (204, '')
     assert U.poll_ready(base + '/health', 1, lambda: 'active') == 'http-204'
 
