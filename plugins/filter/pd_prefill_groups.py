@@ -65,11 +65,16 @@ _value:
       type: int
 """
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import prefill_groups
 
 
 def pd_prefill_groups(hostvars, groups, cluster):
-    return prefill_groups(groups, hostvars, cluster)
+    try:
+        return prefill_groups(groups, hostvars, cluster)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc))
 
 
 class FilterModule(object):

@@ -49,12 +49,17 @@ def prefill_groups(groups, hostvars, cluster):
     (kv_port_group state=reachable): GROUPS the inventory groups (vllm_pd_prefill's order is kept), HOSTVARS
     maps a host to its variables (vllm_pd_cluster, vllm_pd_state, vllm_pd_address, vllm_pd_instances);
     retiring hosts (vllm_pd_state: absent) are left out. -> [{host, unit, address, kv_port, tp_size, pp_size,
-    pcp_size, dp_rank_start, dp_size_local}]."""
+    pcp_size, dp_rank_start, dp_size_local}]. ValueError names a prefill host this run did not plan."""
     out = []
     for host in cluster_hosts(groups, hostvars, cluster, 'prefill'):
         variables = hostvars[host]
         if variables.get('vllm_pd_state', 'present') == 'absent':
             continue
+        if 'vllm_pd_instances' not in variables or 'vllm_pd_address' not in variables:
+            raise ValueError(
+                'cluster %s: the decode side needs the port groups of prefill host %s, which this run did not plan (it '
+                'is outside --limit, or not in the play). Fix: run on the whole cluster (--limit cluster_%s), or put '
+                '%s in the play before the decode role.' % (cluster, host, cluster, host))
         for i in variables['vllm_pd_instances']['prefill']:
             out.append({'host': host, 'unit': i['unit'], 'address': variables['vllm_pd_address']['address'],
                         'kv_port': i['kv_port'], 'tp_size': i['tp'], 'pp_size': i.get('pp', 1), 'pcp_size': i.get('pcp', 1),

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_engine_hosts import pd_engine_hosts
 from ansible_collections.vllm_pd.ascend.plugins.filter.pd_npu_clusters_findings import pd_npu_clusters_findings
@@ -57,6 +58,14 @@ def test_prefill_groups_of_the_cluster_each_instance_with_defaults():
     # p2 is retiring (and has no plan): left out
     assert [g['host'] for g in pd_prefill_groups(hostvars(), GROUPS, 'a')] == ['p1']
     assert pd_prefill_groups(hostvars(), GROUPS, 'b') == []
+
+
+def test_prefill_groups_name_a_prefill_host_this_run_did_not_plan():
+    hv = hostvars()
+    del hv['p1']['vllm_pd_instances']  # outside --limit: no plan of its own in this run
+    with pytest.raises(AnsibleFilterError, match=r'cluster a: the decode side needs the port groups of prefill host p1, '
+                                                 r'which this run did not plan .*--limit cluster_a'):
+        pd_prefill_groups(hv, GROUPS, 'a')
 
 
 def report(tls, driver='24.1', cann='8.1', **extra):
