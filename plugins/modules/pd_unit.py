@@ -149,11 +149,8 @@ def main():
     unit = p['name']
     result = dict(changed=False, actions=[])
 
-    def run(argv):
-        return module.run_command(argv)
-
     if p['start']:
-        actions, error = start(unit, p['restart'], p['daemon_reload'], run, module.check_mode)
+        actions, error = start(unit, p['restart'], p['daemon_reload'], module.run_command, module.check_mode)
         result['actions'] = actions
         result['changed'] = bool(actions)
         if module._diff and actions:
@@ -167,7 +164,7 @@ def main():
     key = api_key_of_file(ready['env_file']) if ready['env_file'] else ''
 
     def state():
-        return run(['systemctl', 'show', '--property=ActiveState', '--value', '--', unit])[1].strip()
+        return module.run_command(['systemctl', 'show', '--property=ActiveState', '--value', '--', unit])[1].strip()
 
     began = time.monotonic()
     while True:

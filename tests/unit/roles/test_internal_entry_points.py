@@ -24,13 +24,8 @@ SPECS = load('roles', 'engine', 'meta', 'argument_specs.yml')['argument_specs']
 
 
 def unvalidated_calls(role):
-    """(entry point, vars) of each include_role of the engine role without a spec run in ROLE's tasks."""
-    out = []
-    for task in load('roles', role, 'tasks', 'main.yml'):
-        inc = task.get('ansible.builtin.include_role')
-        if inc and inc['name'] == 'vllm_pd.ascend.engine' and inc.get('rolespec_validate') is False:
-            out.append((inc['tasks_from'], task.get('vars') or {}))
-    return out
+    """(entry point, vars) of each include_role of the engine role without a spec run in ROLE's tasks/main.yml."""
+    return [(entry, passed) for where, entry, passed in every_unvalidated_call() if where == 'roles/%s/tasks/main.yml' % role]
 
 
 def tasks_of(tasks):
