@@ -33,12 +33,20 @@ options:
     description: The rollout policy (V(vllm_pd_rollout)).
     type: str
     default: parallel
+  targeted:
+    description:
+      - The hosts this run targets (C(ansible_play_hosts_all), after C(--limit)); omitted, every host counts as targeted.
+      - A decode host targeted without a prefill host of its cluster is an error: the
+        decode side proves it reaches every prefill port group, and a host outside C(--limit) is not planned.
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""
 - name: Collect the inventory errors of every cluster
   ansible.builtin.set_fact:
-    inventory_errors: "{{ hostvars | vllm_pd.ascend.pd_inventory_errors(groups, rollout=vllm_pd_rollout | default('parallel')) }}"
+    inventory_errors: "{{ hostvars | vllm_pd.ascend.pd_inventory_errors(groups, rollout=vllm_pd_rollout | default('parallel'),
+      targeted=ansible_play_hosts_all) }}"
   run_once: true
 # -> [{cluster: b, host: npu-p11, variable: vllm_pd_extra_args, message: ..., fix: ...,
 #      text: "cluster b, host npu-p11: vllm_pd_extra_args passes --api-key ... Fix: ..."}]
@@ -87,7 +95,7 @@ def _plain(value):
     return value
 
 
-def cluster_view(hostvars, groups, rollout="parallel"):
+def cluster_view(hostvars, groups, rollout="parallel", targeted=None):
     """The view inventory_rules reads: only its VARIABLES of the PD hosts, each templated on its own
     so one broken variable is reported by name instead of failing the whole validation."""
     groups = dict((str(k), [str(h) for h in (v or [])]) for k, v in (groups or {}).items())
@@ -106,13 +114,14 @@ def cluster_view(hostvars, groups, rollout="parallel"):
                 mine[var] = _plain(hv[var])
             except Exception as exc:  # pylint: disable=broad-except
                 broken.append([h, var, str(exc).splitlines()[0] if str(exc) else type(exc).__name__])
-    return {"groups": groups, "hosts": hosts, "broken": broken, "rollout": _plain(rollout)}
+    return {"groups": groups, "hosts": hosts, "broken": broken, "rollout": _plain(rollout),
+            "targeted": None if targeted is None else [str(h) for h in targeted]}
 
 
-def pd_inventory_errors(hostvars, groups, rollout="parallel"):
+def pd_inventory_errors(hostvars, groups, rollout="parallel", targeted=None):
     if not isinstance(hostvars, Mapping) or not isinstance(groups, Mapping):
         raise AnsibleFilterError("pd_inventory_errors takes hostvars as input and groups as its argument")
-    return inventory_errors(cluster_view(hostvars, groups, rollout))
+    return inventory_errors(cluster_view(hostvars, groups, rollout, targeted))
 
 
 class FilterModule(object):

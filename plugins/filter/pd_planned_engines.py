@@ -14,7 +14,8 @@ description:
   - One dict per host of C(vllm_pd_prefill), then of C(vllm_pd_decode), whose C(vllm_pd_cluster) is O(cluster).
   - Each has C(host), C(kind), C(tp) (C(vllm_pd_KIND_tp_size)), C(dp), C(pp), C(pcp) (of the host's first instance of
     that kind, null without one), C(kv_connector_extra), C(model_path) (C(KIND_model), else C(vllm_pd_model)),
-    C(address), C(model) (C(vllm_pd_model_facts)), C(env) (C(KIND_env), else C(vllm_pd_engine_env), secret values
+    C(address), C(model) (C(vllm_pd_model_facts)), C(model_read) (whether this run read that host's model; a host
+    outside C(--limit) was not, and its unknown C(max_model_len) is not compared), C(env) (C(KIND_env), else C(vllm_pd_engine_env), secret values
     hidden as C(pd_redact_env) does) and C(settings) (C(pd_settings) of the typed variables, C(KIND_NAME) else
     C(vllm_pd_NAME), and the extra args C(KIND_extra_args) else C(vllm_pd_extra_args)).
 extends_documentation_fragment:

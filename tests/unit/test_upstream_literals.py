@@ -96,6 +96,7 @@ _ALLOWED = """
  | flag --help | argparse's own option (every release; the release's listing option is cli_lists_flags)
 plugins/module_utils/doctor/doctor_launch.py | name kv_role | a key of its own result (the one it reads is kv_config_keys.role)
 plugins/module_utils/inventory/rules_cluster.py | name kv_connector_extra_config | a message names it
+plugins/module_utils/inventory/rules_state.py | flag --limit | ansible-playbook's option, which rule_limit names
 plugins/module_utils/verify/bench_gate.py | line | a message names the line
 plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message names it
 plugins/module_utils/common/check_names.py | env | a check's description names them

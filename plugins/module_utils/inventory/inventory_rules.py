@@ -16,7 +16,7 @@ concern in rules_view.py (ClusterView, Finding, shared helpers), rules_cluster.p
 machines, required variables, numbers), rules_releases.py, rules_runtime.py (systemd/container, argv words),
 rules_env.py (engine env, secrets, API key), rules_parallel.py (pp/pcp, external DP, tp ratio),
 rules_ports.py (windows, host layout, monitoring ports), rules_proxy.py (proxy, benchmark) and
-rules_state.py (day-2 vllm_pd_state).
+rules_state.py (day-2 vllm_pd_state, --limit).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,7 +39,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_rel
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_runtime import (
     ARGV_LIST_VARS, EXEC_VARS, MAPPING_VARS, WORD_VARS, rule_argv_words, rule_runtime, rule_stop_services,
 )
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_state import rule_state
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_state import rule_limit, rule_state
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import ClusterView, Finding
 
 # the entry points of the callers (filter pd_inventory_errors, the tests' own rules build Findings)
@@ -62,7 +62,7 @@ RULES = [
     rule_required, rule_numbers, rule_vllm_ascend_version, rule_stop_services, rule_runtime, rule_argv_words, rule_engine_env,
     rule_port_windows, rule_parallel_sizes, rule_secret_env_names, rule_host_layout, rule_group_windows, rule_monitoring_ports,
     rule_cluster_sides, rule_cluster_agrees, rule_api_key, rule_external_dp, rule_tp_ratio, rule_proxy, rule_proxy_front, rule_benchmark,
-    rule_state,
+    rule_state, rule_limit,
 ]
 
 

@@ -32,3 +32,29 @@ def rule_state(view):
                 yield Finding(name, "", "vllm_pd_state", "every %s host of the cluster has vllm_pd_state: absent, so "
                               "nothing would serve that side" % kind,
                               "keep one %s host present, or stop the cluster with stop_pd.yml" % kind)
+
+
+def rule_limit(view):
+    """Only a host this run targets is read and planned, and two roles need the plan of other hosts of their
+    cluster: a decode host proves it reaches every prefill port group before it starts, and the proxy lists every
+    engine of the cluster. --limit without those hosts would fail there, after the preflight's changes (and P's
+    restart); named here instead, before any host is contacted."""
+    if view.targeted is None:
+        return
+    targeted = set(view.targeted)
+    for name, members in sorted(view.clusters.items()):
+        present = [h for h in members if view.get(h, "vllm_pd_state", "present") != "absent"]
+        for h in [h for h in present if h in targeted]:
+            if h in view.proxy:
+                needs, why = view.prefill + view.decode, "the proxy lists every engine of the cluster"
+            elif h in view.decode:
+                needs, why = view.prefill, "the decode side proves it reaches every prefill port group"
+            else:
+                continue
+            missing = [m for m in present if m in needs and m not in targeted and m != h]
+            missing = sorted(set(missing), key=missing.index)
+            if missing:
+                yield Finding(name, h, "--limit", "%s is in this run (--limit) but %s of its cluster %s not; %s, which "
+                              "needs their plan from the same run" % (h, ", ".join(missing),
+                                                                     "is" if len(missing) == 1 else "are", why),
+                              "run on the whole cluster (--limit cluster_%s), or add %s to --limit" % (name, ",".join(missing)))

@@ -78,6 +78,8 @@ class ClusterView(object):
         self.hostvars = data.get("hosts") or {}
         self.broken = [tuple(b) for b in data.get("broken") or []]
         self.rollout = data.get("rollout", "parallel")
+        # the hosts this run targets (after --limit); None: every host
+        self.targeted = data.get("targeted")
         self.prefill = self.groups.get("vllm_pd_prefill", [])
         self.decode = self.groups.get("vllm_pd_decode", [])
         self.proxy = self.groups.get("vllm_pd_proxy", [])

@@ -23,7 +23,8 @@ TYPED = ('served_model_name', 'dtype', 'kv_cache_dtype', 'block_size', 'max_mode
 def planned_engines(groups, hostvars, cluster):
     """One dict per engine host and kind of CLUSTER (prefill hosts first), what the fit and rollable checks compare:
     host, kind, tp, dp, pp, pcp (of its first instance, None without one), kv_connector_extra, model_path, address,
-    model (vllm_pd_model_facts), env (secret values hidden) and settings (pd_consistency.effective_settings; a
+    model (vllm_pd_model_facts), model_read (whether this run read the host's model: not a host outside --limit),
+    env (secret values hidden) and settings (pd_consistency.effective_settings; a
     ValueError names the host). A TypeError when an engine environment is no mapping."""
     out = []
     for kind in KINDS:
@@ -43,6 +44,7 @@ def planned_engines(groups, hostvars, cluster):
                         'model_path': hv.get(kind + '_model', hv.get('vllm_pd_model', '')),
                         'address': hv.get('vllm_pd_address', {}).get('address', ''),
                         'model': hv.get('vllm_pd_model_facts', {}),
+                        'model_read': 'vllm_pd_model_facts' in hv,
                         'env': redact(dict(env), names),
                         'settings': effective_settings(typed, hv.get(kind + '_extra_args', hv.get('vllm_pd_extra_args', [])),
                                                        'host %s %s' % (h, kind))})

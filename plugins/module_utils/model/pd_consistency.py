@@ -223,10 +223,17 @@ def _max_len(engine):
     return value
 
 
+def _unread(engine, value):
+    """An unknown max_model_len of a host this run did not read (outside --limit) is no fact: not compared."""
+    return value is None and not engine.get('model_read', True)
+
+
 def max_model_len_findings(engines):
     out = []
     for p, d in _first_of_each_value(_pairs(engines), lambda pair: [_max_len(pair[0]), _max_len(pair[1])]):
         pl, dl = _max_len(p), _max_len(d)
+        if _unread(p, pl) or _unread(d, dl):
+            continue
         if pl is None or dl is None:
             if pl != dl:
                 out.append(_finding(MAX_MODEL_LEN_MISMATCH, 'max_model_len: %s on %s, %s on %s; one side is not known '

@@ -82,3 +82,20 @@ def test_a_vllm_ascend_version_that_is_no_release_is_refused_by_name(bad):
                                   '0.11.0rc1.dev12+g1234abc', '0.13.0a1'])
 def test_every_pep440_spelling_of_a_release_passes_the_inventory_rule(good):
     assert ir.inventory_errors(view(p=dict(vllm_pd_vllm_ascend_version=good))) == []
+
+
+def test_limit_without_the_hosts_a_targeted_role_needs_is_named_before_any_host_is_contacted():
+    # the decode side proves every prefill port group; a prefill host outside --limit is not planned
+    [f] = ir.inventory_errors(dict(view(), targeted=['d1']))
+    assert (f['cluster'], f['host'], f['variable']) == ('a', 'd1', '--limit')
+    assert f['message'].startswith('d1 is in this run (--limit) but p1 of its cluster is not; the decode side proves')
+    assert f['fix'] == 'run on the whole cluster (--limit cluster_a), or add p1 to --limit'
+    # the proxy (on p1) lists every engine: p1 alone leaves d1 out of its member list
+    [f] = ir.inventory_errors(dict(view(), targeted=['p1']))
+    assert f['host'] == 'p1' and 'but d1 of its cluster is not; the proxy lists every engine' in f['message']
+    # the whole cluster, a prefill host without the proxy, or no limit at all: nothing to name
+    for data in (dict(view(), targeted=['p1', 'd1']), dict(view(proxy=False), targeted=['p1']), dict(view(), targeted=None)):
+        assert [f for f in ir.inventory_errors(data) if f['variable'] == '--limit'] == []
+    # a prefill host being retired is neither probed nor listed, so it need not be in the run
+    retiring = dict(view(p=dict(vllm_pd_state='absent')), targeted=['d1'])
+    assert [f for f in ir.inventory_errors(retiring) if f['variable'] == '--limit'] == []

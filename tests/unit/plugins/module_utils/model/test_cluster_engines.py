@@ -47,6 +47,10 @@ def test_planned_engines_prefill_first_with_defaults():
     p1 = engines[0]
     assert (p1['tp'], p1['dp'], p1['pp'], p1['pcp']) == (4, 2, 1, 1)
     assert p1['model_path'] == '/m' and p1['address'] == '10.0.0.1' and p1['model'] == {}
+    assert not p1['model_read']  # no host of this run read it (outside --limit)
+    hv = hostvars()
+    hv['p1']['vllm_pd_model_facts'] = {}  # read, no config.json
+    assert planned_engines(GROUPS, hv, '7')[0]['model_read']
     assert p1['env'] == {'A': '1', 'HF_TOKEN': '<hidden>', 'MINE': '<hidden>'}
     assert p1['settings']['block_size'] == 64 and p1['kv_connector_extra'] == {}
     p2d = engines[3]

@@ -106,6 +106,21 @@ def test_max_model_len_d_must_hold_p():
     assert "not known" in u["message"]
 
 
+def test_max_model_len_of_a_host_this_run_did_not_read_is_not_compared():
+    # deploy_pd.yml --limit <a decode host>: the prefill host's config.json was not read, its length is no fact
+    m = {"max_position_embeddings": 32768}
+    unread_p = dict(engine("p", "prefill"), model_read=False)
+    assert c.max_model_len_findings([unread_p, engine("d", "decode", model=m)]) == []
+    assert c.max_model_len_findings([engine("p", "prefill", model=m), dict(engine("d", "decode"), model_read=False)]) == []
+    # a length the inventory sets is a fact, read or not
+    set_p = dict(engine("p", "prefill", settings={"max_model_len": 65536}), model_read=False)
+    [f] = c.max_model_len_findings([set_p, engine("d", "decode", model=m)])
+    assert "D cannot hold" in f["message"]
+    # a host read without a config.json stays unknown, and named
+    [u] = c.max_model_len_findings([dict(engine("p", "prefill"), model_read=True), engine("d", "decode", model=m)])
+    assert "not known" in u["message"]
+
+
 def test_tp_not_multiple():
     assert names(c.tp_findings([engine("p", "prefill", 4), engine("d", "decode", 8)])) == ["TpNotMultiple"]
     assert names(c.tp_findings([engine("p", "prefill", 6), engine("d", "decode", 4)])) == ["TpNotMultiple"]
