@@ -774,8 +774,10 @@ def test_proxy_role_flags(upstream):
     names = set(re.findall(r'__proxy_flag\.(\w+)', role))
     assert names == set(upstream.entry['proxy_argv_flags']), 'the proxy role renders other options than the table names'
     passed |= {upstream.entry['proxy_argv_flags'][n] for n in names}
-    proxies = [upstream.proxy] + ([upstream.mc / 'mooncake' / 'vllm_v1_proxy_server.py'] if upstream.mc else [])
+    wheel_proxy = upstream.entry['wheel_proxy_module'].replace('.', '/') + '.py'
+    proxies = [upstream.proxy] + ([upstream.mc / wheel_proxy] if upstream.mc else [])
     for path in proxies:
+        assert path.is_file(), 'the release has no %s' % path
         assert sorted(passed - uc.add_argument_flags(path)) == [], path.name
 
 

@@ -148,6 +148,9 @@ def _release(**facts):
         # the version of the Mooncake wheel the release's image installs (None: built from source); its
         # mooncake-transfer-engine-non-cuda build (same Python code) is what scripts/fetch-upstream reads
         mooncake_wheel=None,
+        # the proxy module of the Mooncake wheel, the proxy role's default (python -m; tests/contract finds it in the
+        # wheel of every release that pins one)
+        wheel_proxy_module='mooncake.vllm_v1_proxy_server',
         proxy_path=_PROXY_PATH,
         proxy_flags=_PROXY_FLAGS + _PROXY_WAIT_FLAGS,
         proxy_argv_flags=_PROXY_ARGV_FLAGS,

@@ -9,9 +9,11 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
+
 # PROBE SCRIPT MIN_PYTHON [MODULE ...], run BY proxy_python (any Python 3, not the module's interpreter), so a
-# script text: SCRIPT is the example proxy (empty: the mooncake wheel's, python -m mooncake.vllm_v1_proxy_server);
-# MIN_PYTHON is X.Y of the release table (empty when the release is not given); MODULE the release table's
+# script text: SCRIPT is the example proxy (empty: the mooncake wheel's proxy module, python -m, which is then the one
+# MODULE); MIN_PYTHON is X.Y of the release table (empty when the release is not given); MODULE the release table's
 # proxy_imports. The script's own imports count too: those at its top level and in its __main__ block, not those in
 # a try (optional ones, e.g. vllm.logger and uvloop of 0.18.0). Prints {"python", "problems": [...]}.
 PROBE = r'''import ast, importlib.util, json, sys
@@ -46,8 +48,6 @@ if script:
     except SyntaxError as exc:
         problems.append("cannot parse proxy_script %s (line %s: %s): too old a Python for it" % (
             script, exc.lineno, exc.msg))
-else:
-    modules.append("mooncake.vllm_v1_proxy_server")
 missing = []
 for name in dict.fromkeys(modules):
     try:
@@ -63,10 +63,11 @@ print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3], "problems": probl
 
 
 def probe_argv(python, script, min_python, modules):
-    """The command that asks PYTHON whether it runs SCRIPT (empty: the mooncake wheel's proxy); MIN_PYTHON and
-    MODULES (the release table's proxy_python and proxy_imports) count only for an example proxy script."""
+    """The command that asks PYTHON whether it runs SCRIPT (empty: the mooncake wheel's proxy module, the release
+    table's wheel_proxy_module); MIN_PYTHON and MODULES (the release table's proxy_python and proxy_imports) count
+    only for an example proxy script."""
     if not script:
-        min_python, modules = '', []
+        min_python, modules = '', [runtime(None)['wheel_proxy_module']]
     return [python, '-c', PROBE, script, min_python or ''] + list(modules)
 
 

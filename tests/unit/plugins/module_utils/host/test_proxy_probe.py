@@ -59,7 +59,7 @@ def test_an_unreadable_script_and_the_wheel_proxy_module(tmp_path):
                                                      % (tmp_path / 'gone.py')]
     # no script: the mooncake wheel's proxy module; the release's floor and imports are the example proxy's only
     argv = probe_argv('/usr/bin/python3', '', '3.10', ['fastapi'])
-    assert argv[0] == '/usr/bin/python3' and argv[3:] == ['', '']
+    assert argv[0] == '/usr/bin/python3' and argv[3:] == ['', '', 'mooncake.vllm_v1_proxy_server']
     assert ask('', '99.0', ['fastapi'])['problems'] == ['it cannot import mooncake.vllm_v1_proxy_server']
 
 
