@@ -219,8 +219,8 @@ REQUIRED_READS = {
     'roles/proxy/files/proxy_member.py': ['return ADMIN["add"] in paths and ADMIN["remove"] in paths'],
     'roles/proxy/tasks/main.yml': [':{{ proxy_port }}{{ __proxy_upstream.proxy_health_route }}'],
     'roles/proxy/tasks/smoke.yml': ["is search(__proxy_upstream.kv_log_grep ~ ' [^ ]+ took')"],
-    'roles/preflight/tasks/host.yml': ['{{ vllm_pd_proxy_port | default(8000) }}{{ __upstream.proxy_add_route }}',
-                                       '[__upstream.proxy_add_route, __upstream.proxy_remove_route]'],
+    'roles/preflight/tasks/host.yml': ['{{ vllm_pd_proxy_port | default(8000) }}{{ __upstream.proxy_add_route }}'],
+    'roles/preflight/tasks/rolling.yml': ['[__upstream.proxy_add_route, __upstream.proxy_remove_route]'],
     'roles/doctor/tasks/observe.yml': ["'--grep=' ~ __doctor_upstream.kv_log_grep"],
     'roles/benchmark/tasks/main.yml': ["'--grep=' ~ __benchmark_upstream.kv_log_grep"],
 }

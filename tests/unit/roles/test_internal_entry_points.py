@@ -39,13 +39,15 @@ def tasks_of(tasks):
 
 
 def every_unvalidated_call():
-    """(task file, entry point, vars) of each include_role of the engine role without a spec run, in any role."""
+    """(task file, entry point, vars) of each include_role or import_role of the engine role without a spec run, in any
+    role."""
     out = []
     for role in sorted(os.listdir(os.path.join(ROOT, 'roles'))):
         tasks = os.path.join(ROOT, 'roles', role, 'tasks')
         for name in sorted(os.listdir(tasks)) if os.path.isdir(tasks) else []:
             for task in tasks_of(load(tasks, name) or []):
-                inc = task.get('ansible.builtin.include_role')
+                # the preflight imports the engine role (no include task per host; issue 36)
+                inc = task.get('ansible.builtin.include_role') or task.get('ansible.builtin.import_role')
                 if inc and inc['name'] == 'vllm_pd.ascend.engine' and inc.get('rolespec_validate') is False:
                     out.append(('roles/%s/tasks/%s' % (role, name), inc['tasks_from'], task.get('vars') or {}))
     return out

@@ -21,7 +21,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.model import rollab
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 COLLECTIONS_ROOT = next(p for p in sys.path if os.path.isdir(os.path.join(p, 'ansible_collections', 'vllm_pd', 'ascend')))
-FIT_TASK = 'Check that P and D of this cluster fit together (model, settings, tp, engine variables)'
+FIT_TASK = 'Check that P and D of this cluster fit together, and the release and the NPU layer of its hosts'
 COMMON = dict(vllm_pd_model='/data/models/m', vllm_pd_kv_port=30000, vllm_pd_prefill_tp_size=2,
               vllm_pd_decode_tp_size=2, vllm_pd_cluster='c1')
 ADDRESS = {'p1': '10.0.30.10', 'd1': '10.0.30.20'}
