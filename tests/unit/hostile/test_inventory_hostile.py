@@ -598,8 +598,9 @@ def test_the_env_file_task_keeps_secrets_out_of_logs_and_diffs(tmp_path):
     returns a content (its content option is no_log): not in its result, its invocation or its diff.
     The module runs as Ansible runs it (a process, the real exit_json with its no_log masking)."""
     import yaml
-    # files.yml: what install.yml writes (and plan.yml compares in check mode)
-    with open(os.path.join(REPO_ROOT, 'roles', 'engine', 'tasks', 'files.yml')) as f:
+    # unit_files.yml (imported by files.yml and install_common.yml): what install.yml writes (and plan.yml compares in
+    # check mode)
+    with open(os.path.join(REPO_ROOT, 'roles', 'engine', 'tasks', 'unit_files.yml')) as f:
         tasks = yaml.safe_load(f)
     task = next(t for t in tasks if t.get('ansible.builtin.import_tasks') == 'guard.yml')
     env = next(f for f in task['vars']['engine_guard_files'] if f['path'] == '{{ __engine_env_path }}')
