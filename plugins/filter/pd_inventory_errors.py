@@ -36,8 +36,9 @@ options:
   targeted:
     description:
       - The hosts this run targets (C(ansible_play_hosts_all), after C(--limit)); omitted, every host counts as targeted.
-      - A decode host targeted without a prefill host of its cluster is an error: the
-        decode side proves it reaches every prefill port group, and a host outside C(--limit) is not planned.
+      - A decode host targeted without the prefill hosts of its cluster, or the proxy host without every engine host
+        of its cluster, is an error; the decode side proves it reaches every prefill port group, the proxy lists every
+        engine, and a host outside C(--limit) is not planned.
     type: list
     elements: str
 """

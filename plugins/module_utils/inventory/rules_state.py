@@ -54,7 +54,7 @@ def rule_limit(view):
             missing = [m for m in present if m in needs and m not in targeted and m != h]
             missing = sorted(set(missing), key=missing.index)
             if missing:
+                verb = "is" if len(missing) == 1 else "are"
                 yield Finding(name, h, "--limit", "%s is in this run (--limit) but %s of its cluster %s not; %s, which "
-                              "needs their plan from the same run" % (h, ", ".join(missing),
-                                                                     "is" if len(missing) == 1 else "are", why),
+                              "needs their plan from the same run" % (h, ", ".join(missing), verb, why),
                               "run on the whole cluster (--limit cluster_%s), or add %s to --limit" % (name, ",".join(missing)))

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The preflight's one warnings task and one refusal task (roles/preflight/tasks/host.yml, issue 36) show each
+"""The preflight's one task of warnings and refusals (roles/preflight/tasks/host.yml, issue 36) shows each
 message of the tasks they replaced word for word: their vars, evaluated as written by ansible-playbook on the
 controller over a host with one finding of every kind; nothing runs on a host."""
 from __future__ import absolute_import, division, print_function
@@ -16,8 +16,8 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 COLLECTIONS_ROOT = next(p for p in sys.path if os.path.isdir(os.path.join(p, 'ansible_collections', 'vllm_pd', 'ascend')))
-WARN_TASK = "Show this host's warnings"
-REFUSE_TASK = 'Refuse what the checks of this host and its cluster found'
+# one task shows the warnings and refuses (action pd_verdict): its vars hold both lists
+WARN_TASK = REFUSE_TASK = "Show this host's warnings"
 FACTS = {
     'vllm_pd_cluster': 'c1', 'vllm_pd_vllm_ascend_version': '',
     '__preflight_ignore': ['ApiPortInUse', 'ReleaseMismatch', 'HccnConfMismatch', 'ModelMismatch'],
