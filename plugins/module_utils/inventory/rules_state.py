@@ -51,8 +51,7 @@ def rule_limit(view):
                 needs, why = view.prefill, "the decode side proves it reaches every prefill port group"
             else:
                 continue
-            missing = [m for m in present if m in needs and m not in targeted and m != h]
-            missing = sorted(set(missing), key=missing.index)
+            missing = [m for m in present if m in needs and m not in targeted]
             if missing:
                 verb = "is" if len(missing) == 1 else "are"
                 yield Finding(name, h, "--limit", "%s is in this run (--limit) but %s of its cluster %s not; %s, which "
