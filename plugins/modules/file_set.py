@@ -45,6 +45,15 @@ options:
       mode:
         description: Octal mode of this file; O(file_mode) when not given.
         type: raw
+  start_guard_root:
+    description:
+      - Also write the start guard's code below this directory (created with its package directories), that is the
+        collection's C(guard/start_guard.py) and every module_utils file it imports, byte for byte, in their
+        package path C(ansible_collections/vllm_pd/ascend/plugins/module_utils/), with an empty C(__init__.py) at
+        each package level.
+      - The files come from this module's own payload (which carries what the module imports), so nothing of
+        them is sent from the controller as an argument.
+    type: path
   owner:
     description: Owner of every entry.
     type: str
@@ -108,6 +117,9 @@ import pwd
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+# start_guard is imported only so that this module's payload carries the guard's code (start_guard_root)
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard import start_guard  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard.guard_files import guard_tree
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.file_set import (
     apply, parse_mode, plan, present, wanted,
 )
@@ -121,6 +133,7 @@ def main():
                 path=dict(type='path', required=True),
                 content=dict(type='str', required=True, no_log=True),
                 mode=dict(type='raw'))),
+            start_guard_root=dict(type='path'),
             owner=dict(type='str', default='root'),
             group=dict(type='str', default='root'),
             directory_mode=dict(type='raw', default='0755'),
@@ -128,8 +141,16 @@ def main():
         supports_check_mode=True)
     p = module.params
     result = dict(changed=False, changed_paths=[], differences={})
+    directories, files = p['directories'], p['files']
+    if p['start_guard_root']:
+        try:
+            tree_dirs, tree_files = guard_tree(p['start_guard_root'])
+        except (ValueError, SyntaxError) as e:
+            module.fail_json(msg='start_guard_root: the start guard\'s code is incomplete in this module (%s); install '
+                                 'the collection again (ansible-galaxy collection install --force)' % to_native(e), **result)
+        directories, files = tree_dirs + directories, tree_files + files
     try:
-        entries = wanted(p['directories'], p['files'], parse_mode(p['directory_mode'], 'directory_mode'),
+        entries = wanted(directories, files, parse_mode(p['directory_mode'], 'directory_mode'),
                          parse_mode(p['file_mode'], 'file_mode'))
     except ValueError as e:
         module.fail_json(msg=to_native(e), **result)

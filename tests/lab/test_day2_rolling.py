@@ -148,8 +148,8 @@ def test_roll_a_decode_flag_then_a_prefill_flag_under_load(fleet):
     assert members(lab) == all_members(lab)
     text = " ".join(r.stdout.split())
     assert "rolling, one batch of hosts at a time: pd-p50-1 -> pd-p50-2 -> pd-d50-1 -> pd-d50-2" in text
-    assert_nothing_changed(lab, labs["d_flag"].playbook("playbooks/deploy_pd.yml", *ROLLING))
 
+    # (a roll converges: the run after the prefill roll below changes nothing)
     under_load(lab, labs["p_flag"], "roll a prefill flag")
     after_p = pids(lab)
     assert after_p["proxy"] == start["proxy"]

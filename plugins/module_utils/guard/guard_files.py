@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import ast
 import os
+import zipfile
 
 PREFIX = 'ansible_collections.vllm_pd.ascend.plugins.module_utils'
 MODULE_UTILS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,12 +22,47 @@ MODULE_UTILS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def read_source(path):
     """The text of PATH under this collection's module_utils (as 'common/releases.py'), None when there is none:
-    the READ of closure() for the controller's plugins that ship module_utils to hosts."""
+    the READ of closure(). On the controller the files are on disk; inside a module's AnsiballZ payload (a zip
+    on the module's sys.path) they are read from that zip, so a module carries the files it imports to a host."""
+    full = os.path.join(MODULE_UTILS, path)
     try:
-        with open(os.path.join(MODULE_UTILS, path), encoding='utf-8') as f:
-            return f.read()
+        with open(full, 'rb') as f:
+            return f.read().decode('utf-8')
     except (IOError, OSError):
+        return _zip_member(full)
+
+
+def _zip_member(full):
+    """Text of FULL when a leading part of it is a zip archive (ARCHIVE/member/path), else None."""
+    archive = os.path.dirname(full)
+    while archive and not os.path.isfile(archive):
+        parent = os.path.dirname(archive)
+        if parent == archive:
+            return None
+        archive = parent
+    if not archive or not zipfile.is_zipfile(archive):
         return None
+    try:
+        with zipfile.ZipFile(archive) as z:
+            return z.read(os.path.relpath(full, archive).replace(os.sep, '/')).decode('utf-8')
+    except KeyError:
+        return None
+
+
+def guard_tree(root, read=read_source):
+    """The start guard's package tree below ROOT, as the engine role writes it on a host -> (directories, files).
+
+    Directories parents first: ROOT, each package level from ROOT/ansible_collections down to module_utils, then
+    the stage packages. Files: an empty __init__.py at each of those levels (so no other ansible_collections
+    on the host shadows them), then start_guard.py and every module_utils file it imports
+    (closure), byte for byte, with their packages' __init__.py. ValueError names an import that has no file."""
+    lib = os.path.join(root, *PREFIX.split('.'))
+    levels = [os.path.join(root, *PREFIX.split('.')[:depth]) for depth in range(1, len(PREFIX.split('.')) + 1)]
+    tree = closure(['guard.start_guard'], read)
+    stages = sorted(set(os.path.join(lib, os.path.dirname(p)) for p in tree) - set([lib]))
+    files = [dict(path=os.path.join(level, '__init__.py'), content='') for level in levels]
+    files.extend(dict(path=os.path.join(lib, p), content=read(p)) for p in tree)
+    return [root] + levels + stages, files
 
 
 def module_path(name, read):

@@ -125,17 +125,22 @@ def host_ip_finding(ops, host_ip):
 
 
 def bound_holders(ops, ports, host_ip, busy):
-    """Holders found only by bind(): bound but not listening sockets, invisible in the socket table."""
+    """Holders found only by bind(): bound but not listening sockets, invisible in the socket table.
+
+    A port whose bind fails is read again first: a socket that began to listen after the table was read
+    (an engine started meanwhile, e.g. by its unit's Restart=) is named by that read with its owner,
+    not reported as an invisible holder."""
     seen = set(h['port'] for h in busy)
-    out = []
-    for port in ports:
-        if port in seen or not 1024 <= port <= 65535:
-            continue
-        if ops.bind_probe(host_ip, port) == errno.EADDRINUSE:
-            out.append(dict(port=port, address=host_ip, family='tcp6' if ':' in host_ip else 'tcp',
-                            state='BOUND', inode=None, endpoint=format_endpoint(host_ip, port), pids=[],
-                            pid=None, process=None, cmdline=None, unit=None, container=None))
-    return out
+    refused = [port for port in ports if port not in seen and 1024 <= port <= 65535
+               and ops.bind_probe(host_ip, port) == errno.EADDRINUSE]
+    if not refused:
+        return []
+    visible = snapshot(ops, refused, host_ip)[0]
+    named = set(h['port'] for h in visible)
+    return visible + [dict(port=port, address=host_ip, family='tcp6' if ':' in host_ip else 'tcp',
+                           state='BOUND', inode=None, endpoint=format_endpoint(host_ip, port), pids=[],
+                           pid=None, process=None, cmdline=None, unit=None, container=None)
+                      for port in refused if port not in named]
 
 
 def main_pid_of(show):

@@ -10,6 +10,7 @@ import stat
 
 import pytest
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard.guard_files import PREFIX, guard_tree
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import file_set as F
 from ansible_collections.vllm_pd.ascend.plugins.modules import file_set as M
 
@@ -90,3 +91,17 @@ def test_differences_is_pure():
     assert F.differences(want, {'type': 'file', 'mode': 0o644, 'uid': 0, 'gid': 0, 'content': b'a'}, 0, 0) == []
     with pytest.raises(ValueError, match='/x is a directory on the host, not a regular file'):
         F.differences(want, {'type': 'dir', 'mode': 0o755, 'uid': 0, 'gid': 0}, 0, 0)
+
+
+def test_start_guard_root_writes_the_guard_tree_with_the_given_files_then_nothing(run_module, tmp_path):
+    root = tmp_path / 'guard'
+    failed, res = run_module(M, args(tmp_path, start_guard_root=str(root)))
+    assert not failed and res['changed'], res
+    dirs, files = guard_tree(str(root))
+    assert set(dirs + [f['path'] for f in files]) <= set(res['changed_paths'])
+    for f in files:
+        assert (tmp_path / f['path']).read_text() == f['content'], f['path']
+    assert (root / PREFIX.replace('.', '/') / 'guard' / 'start_guard.py').stat().st_size > 1000
+    assert (tmp_path / 'etc' / 'a.json').exists()
+    failed, res = run_module(M, args(tmp_path, start_guard_root=str(root)))
+    assert not failed and not res['changed']

@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.vllm_pd.ascend.plugins.lookup.pd_module_utils_tree import LookupModule
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard import start_guard as G
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.guard.guard_files import PREFIX, guard_tree as guard_tree_of
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_group import parse_port_list
 
 HOST = '127.0.0.2'
@@ -109,6 +110,26 @@ def test_a_bound_but_not_listening_socket_is_found_by_the_bind_probe(free_group)
     finally:
         s.close()
     assert rc == G.EXIT_REFUSED and 'bound but not listening' in lines[0] and str(ports[1]) in lines[0]
+
+
+class TableReadBeforeTheListen(View):
+    """The first socket-table read comes before the unit's engine listens; the bind probe after it."""
+
+    def __init__(self, **kw):
+        View.__init__(self, **kw)
+        self.reads = 0
+
+    def sockets(self, ports):
+        self.reads += 1
+        return [] if self.reads == 1 else View.sockets(self, ports)
+
+
+def test_a_port_that_began_to_listen_after_the_table_read_is_named_with_its_owner(free_group, spawn_listener):
+    ports = free_group(5)
+    lis = spawn_listener(HOST, [ports[1]])
+    assert guard(cfg_for(ports), TableReadBeforeTheListen(units={lis.pid: 'vllm-pd-prefill.service'})) == (0, [])
+    rc, lines = guard(cfg_for(ports), TableReadBeforeTheListen(units={lis.pid: 'grafana-server.service'}))
+    assert rc == G.EXIT_REFUSED and 'pid %d' % lis.pid in lines[0] and 'bound but not listening' not in lines[0]
 
 
 def test_vllm_host_ip_from_the_environment_file_wins(free_group, spawn_listener):
@@ -216,20 +237,18 @@ def test_main_reports_an_unreadable_configuration_in_one_line(tmp_path):
 
 
 def guard_tree(root):
-    """The tree roles/engine writes on a host (vars/main.yml __engine_guard_files): an empty __init__.py at each
-    level above module_utils, then the files of lookup pd_module_utils_tree for guard.start_guard."""
-    lib = os.path.join(str(root), 'ansible_collections', 'vllm_pd', 'ascend', 'plugins', 'module_utils')
-    os.makedirs(lib)
-    level = lib
-    while level != str(root):
-        open(os.path.join(level, '__init__.py'), 'w').close()
-        level = os.path.dirname(level)
-    for item in LookupModule().run(['guard.start_guard']):
-        path = os.path.join(lib, item['path'])
-        if not os.path.isdir(os.path.dirname(path)):
-            os.makedirs(os.path.dirname(path))
-        with open(path, 'w', encoding='utf-8') as f:
-            f.write(item['content'])
+    """The tree file_set's start_guard_root writes on a host (guard_files.guard_tree): its directories, then its
+    files; the files of lookup pd_module_utils_tree for guard.start_guard among them, byte for byte."""
+    dirs, files = guard_tree_of(str(root))
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    for f in files:
+        with open(f['path'], 'w', encoding='utf-8') as out:
+            out.write(f['content'])
+    lib = os.path.join(str(root), *PREFIX.split('.'))
+    assert [f for f in files if f['path'].startswith(lib + '/') and f['content']] == [
+        dict(path=os.path.join(lib, item['path']), content=item['content'])
+        for item in LookupModule().run(['guard.start_guard']) if item['content']]
     return str(root)
 
 
