@@ -13,7 +13,7 @@ description:
   - The scripts in C(roles/*/files) import the collection's parsers (C(plugins/module_utils/common), such as the env
     file reader and the Prometheus text parser) instead of keeping copies. On a host the collection is not on the
     path, so this filter puts the sources of the modules the script imports (read from its import statements,
-    transitively, as lookup C(pd_module_utils_tree) finds the start guard's) in front of the script, served by an
+    transitively, as C(guard_files.closure) finds the start guard's) in front of the script, served by an
     import hook, so that the script's imports resolve to exactly the controller's files.
   - The script's text is unchanged, so it runs as it is in the unit tests (where the collection is importable).
 options:

@@ -13,7 +13,8 @@ description:
   - Reads the import statements of each named module of C(plugins/module_utils) (those inside functions too) and
     of every collection module they import in turn, and returns those files with the C(__init__.py) of their
     packages.
-  - The engine role copies the start guard to the hosts with it, so the guard's own imports say what it needs on a
+  - The same import reading (C(guard_files.closure)) decides which files the engine role copies with the start guard
+    to the hosts (module C(file_set), option C(start_guard_root)), so the guard's own imports say what it needs on a
     host; there is no list to keep.
 options:
   _terms:

@@ -16,6 +16,7 @@ import argparse
 import base64
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -26,17 +27,20 @@ import bench_rollout as br  # noqa: E402  (playbook runner)
 from conftest import Lab, lab_inventory  # noqa: E402  (the lab tests' inventory and host helpers)
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import proxy_front, releases  # noqa: E402
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.loadgen import percentile  # noqa: E402
 
-# run on the proxy host: ROUNDS x (front, direct) for a completion and for the health route; JSON of the times in ms
+PROXY_PORT = 8000  # the bench's cluster sets vllm_pd_proxy_port to it
+
+# run on the proxy host: ROUNDS x (front, direct) for a completion and for the health route; JSON of the times in ms.
+# The routes and the request body come from the release table (argv), so the probe holds no literal of the proxy.
 PROBE = r'''
 import json, sys, time, urllib.request
-front, direct, route, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-body = json.dumps({"prompt": "front latency", "max_tokens": 4, "temperature": 0}).encode()
+front, direct, completions, health, body, rounds = sys.argv[1:6] + [int(sys.argv[6])]
 def once(base, kind):
     if kind == "completion":
-        req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(base + completions, data=body.encode(), headers={"Content-Type": "application/json"})
     else:
-        req = urllib.request.Request(base + route)
+        req = urllib.request.Request(base + health)
     t = time.perf_counter()
     with urllib.request.urlopen(req, timeout=60) as r:
         r.read()
@@ -52,11 +56,6 @@ print(json.dumps(out))
 '''
 
 
-def pct(values, p):
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--first", type=int, default=58)
@@ -65,7 +64,7 @@ def main():
     a = ap.parse_args()
     cluster, proxy_host = f"lab{a.first}", f"pd-p{a.first}"
     inv = lab_inventory(tempfile.mkdtemp(prefix="bench-front-"), a.first,
-                        group_vars={cluster: {"vllm_pd_proxy_front": "haproxy"}})
+                        group_vars={cluster: {"vllm_pd_proxy_front": "haproxy", "vllm_pd_proxy_port": PROXY_PORT}})
     lab = Lab(inv)
     try:
         lab.up()
@@ -73,21 +72,27 @@ def main():
         ip = lab.hosts[proxy_host]["data_ip"]
         lab.guard(ip)
         port = proxy_front.process_ports(proxy_front.DEFAULT_BASE_PORT, proxy_front.DEFAULT_PROCESSES)[0]
-        route = releases.runtime(None)["proxy_health_route"]
+        up = releases.runtime(None)  # the lab's release
+        keys = up["completion_request"]
+        body = json.dumps({keys["prompt"]: "front latency", keys["max_tokens"]: 4, keys["temperature"]: 0})
+        argv = [f"http://{ip}:{PROXY_PORT}", f"http://127.0.0.1:{port}", up["proxy_completions_route"],
+                up["proxy_health_route"], body, str(a.requests)]
         script = base64.b64encode(PROBE.encode()).decode()
-        out = lab.run(proxy_host, f"python3 -c \"$(echo {script} | base64 -d)\" http://{ip}:8000 "
-                                  f"http://127.0.0.1:{port} {route} {a.requests}").stdout
+        out = lab.run(proxy_host, f"python3 -c \"$(echo {script} | base64 -d)\" "
+                                  + " ".join(shlex.quote(x) for x in argv)).stdout
         data = json.loads(out)
-        print(f"cluster {cluster}: 1P1D, front (HAProxy) on {ip}:8000, proxy process 1 on 127.0.0.1:{port}; "
+        print(f"cluster {cluster}: 1P1D, front (HAProxy) on {ip}:{PROXY_PORT}, proxy process 1 on 127.0.0.1:{port}; "
               f"{a.requests} requests of each kind on each path, one at a time, alternating")
         print(f"{'request':<12}{'path':<16}{'p50 ms':>9}{'p99 ms':>9}")
         for kind, pairs in data.items():
             front, direct = [f for f, _d in pairs], [d for _f, d in pairs]
-            print(f"{kind:<12}{'through front':<16}{pct(front, 50):9.2f}{pct(front, 99):9.2f}")
-            print(f"{'':<12}{'proxy alone':<16}{pct(direct, 50):9.2f}{pct(direct, 99):9.2f}")
-            paired = [f - d for f, d in pairs]
-            print(f"{'':<12}{'front adds':<16}{pct(front, 50) - pct(direct, 50):9.2f}{pct(front, 99) - pct(direct, 99):9.2f}"
-                  f"   (median of paired differences {pct(paired, 50):.2f} ms)")
+            p50 = (percentile(front, 50), percentile(direct, 50))
+            p99 = (percentile(front, 99), percentile(direct, 99))
+            print(f"{kind:<12}{'through front':<16}{p50[0]:9.2f}{p99[0]:9.2f}")
+            print(f"{'':<12}{'proxy alone':<16}{p50[1]:9.2f}{p99[1]:9.2f}")
+            paired = percentile([f - d for f, d in pairs], 50)
+            print(f"{'':<12}{'front adds':<16}{p50[0] - p50[1]:9.2f}{p99[0] - p99[1]:9.2f}"
+                  f"   (median of paired differences {paired:.2f} ms)")
     finally:
         lab.close()
         if not a.keep:

@@ -3,10 +3,10 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The module_utils files a piece of code needs on a host, read from its import statements.
 
-The engine role copies the start guard to every host with what it imports (lookup pd_module_utils_tree):
-the imports themselves are the list, so a new import cannot be forgotten on the hosts. Imports inside
-functions count too. Pure functions over a reader of the module_utils tree (relative path -> text,
-None when absent); runs on the controller only.
+The engine role copies the start guard to every host with what it imports (guard_tree, through file_set's
+start_guard_root): the imports themselves are the list, so a new import cannot be forgotten on the hosts.
+Imports inside functions count too. Pure functions over a reader of the module_utils tree (relative path ->
+text, None when absent); read_source reads the controller's files, or a module's payload on a host.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -56,8 +56,9 @@ def guard_tree(root, read=read_source):
     the stage packages. Files: an empty __init__.py at each of those levels (so no other ansible_collections
     on the host shadows them), then start_guard.py and every module_utils file it imports
     (closure), byte for byte, with their packages' __init__.py. ValueError names an import that has no file."""
-    lib = os.path.join(root, *PREFIX.split('.'))
-    levels = [os.path.join(root, *PREFIX.split('.')[:depth]) for depth in range(1, len(PREFIX.split('.')) + 1)]
+    parts = PREFIX.split('.')
+    levels = [os.path.join(root, *parts[:depth]) for depth in range(1, len(parts) + 1)]
+    lib = levels[-1]
     tree = closure(['guard.start_guard'], read)
     stages = sorted(set(os.path.join(lib, os.path.dirname(p)) for p in tree) - set([lib]))
     files = [dict(path=os.path.join(level, '__init__.py'), content='') for level in levels]

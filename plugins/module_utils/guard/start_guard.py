@@ -4,7 +4,7 @@
 """The start guard: the preflight's port and address checks, run by systemd before every start.
 
 The engine and proxy roles copy this file and the module_utils it imports (found from its import
-statements: guard_files.py), unchanged, to
+statements: guard_files.guard_tree, written by file_set's start_guard_root from its own payload), unchanged, to
 /usr/local/lib/vllm-pd/ansible_collections/vllm_pd/ascend/plugins/module_utils/ on the host, and
 the unit runs it as ``ExecStartPre=`` with /etc/vllm-pd/NAME.guard.json
 (``/usr/bin/python3 -I /usr/local/libexec/vllm-pd/start-guard``, roles/engine/files/start-guard, calls main()). Whatever starts the unit (boot, systemctl,
