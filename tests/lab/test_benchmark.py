@@ -85,8 +85,12 @@ def test_benchmark_prints_the_table_saves_json_baseline_and_the_page(two, tmp_pa
         for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
             s = res[metric]
             assert s["min"] <= s["p50"] <= s["p90"] <= s["p99"] <= s["max"], (metric, s)
-        # prefill 2 ms per token x 128 words: TTFT is prefill plus the pull, TPOT one decode step of 10 ms
-        assert res["ttft_ms"]["p50"] > 256 and 10 <= res["tpot_ms"]["p50"] < 40
+        # prefill 2 ms per token x 128 words: TTFT is prefill plus the pull. TPOT is per decode step (10 ms at
+        # least): the mean time between a request's tokens, so TTFT is out of it. A busy machine stretches the
+        # step, and the gaps between tokens with it, so TPOT is held to them, not to a wall-clock ceiling.
+        tpot, itl = res["tpot_ms"], res["itl_ms"]
+        assert res["ttft_ms"]["p50"] > 256 and tpot["min"] >= 10, (res["ttft_ms"], tpot)
+        assert abs(tpot["mean"] - itl["mean"]) <= 0.25 * itl["mean"], (tpot, itl)
         kv = pair(rec, f"{p} -> {d}")
         assert kv["prefill_address"] == lab.hosts[p]["data_ip"] and kv["decode_address"] == lab.hosts[d]["data_ip"]
         # every transfer of the measured run, none of the warm-up's: one line per rank and request

@@ -95,22 +95,21 @@ def test_probe_kinds(zmq_router, free_group):
     servers = [TcpServer(ports[1], 'http'), TcpServer(ports[2], 'silent'), TcpServer(ports[3], 'banner'),
                TcpServer(ports[4], 'close')]
     try:
-        t0 = time.time()
         res = zmtp.probe_many('127.0.0.1', ports, timeout=0.5)
-        took = time.time() - t0
     finally:
         for s in servers:
             s.close()
     assert [r['result'] for r in res] == ['zmq', 'http', 'silent', 'other', 'closed', 'refused']
     assert '302' in res[1]['detail']
-    assert took < 2.5, took   # parallel: about one greeting timeout plus one HTTP round, not 6x
 
 
 def test_probe_many_parallel_64(zmq_router, free_group):
+    # 16 silent ports of 1 s each: 16 s or more in series, about 1 s in parallel; the bound sits far from both, so
+    # a loaded machine does not fail it and probes in series do
     ports = free_group(64)
-    for p in ports[:60]:
+    for p in ports[:48]:
         zmq_router(p)
-    silent = [TcpServer(p, 'silent') for p in ports[60:]]
+    silent = [TcpServer(p, 'silent') for p in ports[48:]]
     try:
         t0 = time.time()
         res = zmtp.probe_many('127.0.0.1', ports, timeout=1.0, http_check=False)
@@ -118,9 +117,9 @@ def test_probe_many_parallel_64(zmq_router, free_group):
     finally:
         for s in silent:
             s.close()
-    assert [r['result'] for r in res].count('zmq') == 60
-    assert [r['result'] for r in res[60:]] == ['silent'] * 4
-    assert took < 3.0, took
+    assert [r['result'] for r in res].count('zmq') == 48
+    assert [r['result'] for r in res[48:]] == ['silent'] * 16
+    assert took < 8.0, took
 
 
 def test_probe_empty():
