@@ -63,6 +63,30 @@ options:
         description: Seconds to wait in all.
         type: int
         default: 600
+  replaces:
+    description:
+      - A unit that holds the port this unit takes over (the single proxy, which the proxy tier's HAProxy replaces).
+        When it runs or is enabled, it is stopped and disabled just before this unit starts, while the port is tried
+        every 10 ms from before that stop; RV(port_refused_s) says how long the port refused connections.
+      - Nothing is done when it neither runs nor is enabled. When this unit already runs, it is only stopped.
+    type: dict
+    suboptions:
+      unit:
+        description: The unit replaced.
+        type: str
+        required: true
+      address:
+        description: The address clients connect to.
+        type: str
+        required: true
+      port:
+        description: The port both units serve.
+        type: int
+        required: true
+      timeout:
+        description: Seconds to wait, after the start, for the port to accept connections again.
+        type: int
+        default: 30
 attributes:
   check_mode:
     support: full
@@ -79,6 +103,16 @@ author:
 """
 
 EXAMPLES = r"""
+- name: Start HAProxy in place of the single proxy on port 8000, saying how long the port refused connections
+  vllm_pd.ascend.pd_unit:
+    name: vllm-pd-front.service
+    host: "{{ inventory_hostname }}"
+    replaces:
+      unit: vllm-pd-proxy.service
+      address: 10.0.0.1
+      port: 8000
+  register: __front_start
+
 - name: Start the engine, restarting it when its configuration changed
   vllm_pd.ascend.pd_unit:
     name: vllm-pd-decode.service
@@ -114,15 +148,29 @@ waited_s:
   returned: when O(ready) is given, outside check mode
   type: float
   sample: 0.3
+replaced:
+  description: The unit of O(replaces.unit) stopped and disabled (in check mode, that would be), else empty.
+  returned: when O(replaces) is given
+  type: str
+  sample: vllm-pd-proxy.service
+port_refused_s:
+  description:
+    - Seconds from the first refused connection to the port to the first accepted one after it, while this unit
+      took the port over; V(0.0) when no try was refused.
+    - Null when the replaced unit was only stopped (this unit already ran) or nothing was replaced.
+  returned: when O(replaces) is given, outside check mode
+  type: float
+  sample: 0.214
 """
 
+import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.secrets import api_key_of_file
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.host.unit_ready import (
-    POLL_S, final, not_ready, poll_ready, start, start_failure,
+    POLL_S, connect_once, final, not_ready, poll_ready, port_gap, replaced_unit, start, start_failure,
 )
 
 
@@ -143,20 +191,64 @@ def main():
                 url=dict(type='str', required=True),
                 models_url=dict(type='str'),
                 env_file=dict(type='path'),
-                timeout=dict(type='int', default=600)))),
+                timeout=dict(type='int', default=600))),
+            replaces=dict(type='dict', options=dict(
+                unit=dict(type='str', required=True),
+                address=dict(type='str', required=True),
+                port=dict(type='int', required=True),
+                timeout=dict(type='int', default=30)))),
         supports_check_mode=True)
     p = module.params
     unit = p['name']
     result = dict(changed=False, actions=[])
+    replaces = p['replaces']
+    old = replaces['unit'] if replaces and replaced_unit(replaces['unit'], module.run_command) else ''
+    if replaces:
+        result.update(replaced=old, port_refused_s=None)
+    watch = {}
+
+    def stop_old():
+        """Stop and disable the replaced unit, with the port tried from before the stop (a thread)."""
+        watch['stopped'] = threading.Event()
+
+        def run_watch():
+            watch['gap'] = port_gap(lambda: connect_once(replaces['address'], replaces['port']), watch['stopped'].is_set)
+        watch['thread'] = threading.Thread(target=run_watch)
+        watch['thread'].daemon = True
+        watch['thread'].start()
+        rc, out, err = module.run_command(['systemctl', 'disable', '--now', '--', old])
+        if rc != 0:
+            watch['stopped'].set()
+            return 'systemctl disable --now %s: %s' % (old, (err or out).strip())
+        return None
 
     if p['start']:
-        actions, error = start(unit, p['restart'], p['daemon_reload'], module.run_command, module.check_mode)
+        actions, error = start(unit, p['restart'], p['daemon_reload'], module.run_command, module.check_mode,
+                               before_start=stop_old if old else None)
         result['actions'] = actions
-        result['changed'] = bool(actions)
-        if module._diff and actions:
-            result['diff'] = dict(before='', after=''.join('systemctl %s %s\n' % (a, unit) for a in actions))
+        result['changed'] = bool(actions) or bool(old)
+        steps = (['disable --now %s' % old] if old else []) + ['%s %s' % (a, unit) for a in actions]
+        if module._diff and steps:
+            result['diff'] = dict(before='', after=''.join('systemctl %s\n' % step for step in steps))
         if error:
             module.fail_json(msg='\n'.join(start_failure(unit, p['host'], error, journal(module, unit, 20))), **result)
+        if old and not module.check_mode:
+            if 'thread' not in watch:  # this unit already ran: the replaced one only stops
+                rc, out, err = module.run_command(['systemctl', 'disable', '--now', '--', old])
+                if rc != 0:
+                    module.fail_json(msg='%s on %s: systemctl disable --now %s: %s' % (
+                        unit, p['host'], old, (err or out).strip()), **result)
+            else:
+                watch['thread'].join(replaces['timeout'])
+                watch['stopped'].set()
+                watch['thread'].join()
+                gap = watch.get('gap')
+                if gap is None:
+                    module.fail_json(msg='%s on %s started in place of %s, but %s:%d did not accept connections again '
+                                         'within %d s.\nLast log lines:\n%s' % (
+                                             unit, p['host'], old, replaces['address'], replaces['port'],
+                                             replaces['timeout'], '\n'.join(journal(module, unit, 20))), **result)
+                result['port_refused_s'] = round(gap, 3)
     if module.check_mode or not p['ready']:
         module.exit_json(**result)
 

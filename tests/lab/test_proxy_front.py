@@ -1,12 +1,14 @@
 """The proxy tier (issue 37): vllm_pd_proxy_front: haproxy on cluster lab60 of lab/gen-inventory (1P1D, the real
 example proxy of the lab's release). The deploy puts HAProxy (vllm-pd-front.service) on the proxy port in front of
-two proxy processes on loopback, each answering its /healthcheck; a completion goes through the front; a converged
+two proxy processes on loopback, each answering its /healthcheck, in place of the single proxy a first deploy started
+(the run says how long the proxy port refused connections meanwhile); a completion goes through the front; a converged
 run changes nothing; HAProxy accepts its configuration; a change of the proxy's arguments under a closed loop of 3
 clients recycles every process (drained in HAProxy, restarted, set ready) with 0 failed requests; a kill -9 of one
 proxy process under a few requests a second costs at most the requests in flight on it, and the process comes back
 into HAProxy. The containers are removed at the end.
 """
 import json
+import re
 import shutil
 import time
 import urllib.request
@@ -78,6 +80,9 @@ print(json.dumps(dict((r["svname"], r["status"]) for r in rows if r["svname"].st
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     with own_lab(tmp_path_factory, 60, group_vars={"lab60": {"vllm_pd_proxy_front": "haproxy"}}) as lab:
+        # a running cluster with the single proxy (the default) moves to the tier on its next deploy
+        lab.playbook("playbooks/deploy_pd.yml", "-e", "vllm_pd_proxy_front=none")
+        lab.single = dict(unit=lab.unit(P, "vllm-pd-proxy.service"), owner=lab.owner(P, 8000))
         lab.deploy = lab.playbook("playbooks/deploy_pd.yml")
         yield lab
 
@@ -108,6 +113,19 @@ def test_deploy_puts_haproxy_on_the_proxy_port_in_front_of_the_processes(cluster
                                  data=json.dumps({"prompt": "front", "max_tokens": 4, "temperature": 0}).encode())
     with urllib.request.urlopen(req, timeout=60) as r:
         assert r.status == 200 and json.loads(r.read())["choices"][0]["text"]
+
+
+def test_a_running_single_proxy_moves_to_the_tier_and_the_run_says_how_long_the_port_refused(cluster):
+    lab = cluster
+    assert lab.single["unit"] == ("enabled", "active") and "vllm-pd-proxy.service" in lab.single["owner"], lab.single
+    text = " ".join(lab.deploy.stdout.split())
+    m = re.search(r"cluster lab60, host pd-p60: the proxy tier took proxy port 8000 over from the single proxy "
+                  r"\(vllm-pd-proxy.service, stopped and disabled\); the port refused connections for ([\d.]+) s", text)
+    assert m, lab.deploy.stdout[-4000:]
+    print(f"\nthe proxy port refused connections for {m[1]} s while HAProxy took it over")
+    # from the stop of the single proxy to HAProxy's listen, in one module run: no task of the run in between
+    assert 0 < float(m[1]) < 5
+    assert lab.unit(P, "vllm-pd-proxy.service") == ("disabled", "inactive")
 
 
 def test_a_converged_run_changes_nothing(cluster):

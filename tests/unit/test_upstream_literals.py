@@ -90,7 +90,7 @@ CLASSES = {
 # path: everywhere; an empty class: any literal).
 OTHER_PROGRAMS = ('--no-pager --rm --name --env-file --entrypoint --format --all --full --no-legend --restart --runtime '
                   '--grep --unit --quiet --show-cursor --property --value --plain --type --state --volume --device '
-                  '--shm-size --ulimit --mount --net --lines --output --since --after-cursor')
+                  '--shm-size --ulimit --mount --net --lines --output --since --after-cursor --now')
 _ALLOWED = """
  | name kv_port | also the collection's name of an instance's base port (plan, options); the rendered key is kv_config_keys.port
  | flag --help | argparse's own option (every release; the release's listing option is cli_lists_flags)

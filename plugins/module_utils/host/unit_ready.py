@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import http.client
 import json
+import socket
 import time
 from urllib.parse import urlsplit
 
@@ -24,6 +25,8 @@ DEAD_STATES = ('failed', 'inactive')
 # the start guard's words in the journal when it refuses a start (plugins/module_utils/guard/start_guard.py)
 GUARD_REFUSED = 'vllm-pd start guard: refused'
 POLL_S = 0.25
+# how often the port is tried while one unit takes it over from another (a gap of a few hundred ms is typical)
+GAP_POLL_S = 0.01
 
 
 def http_get(url, headers=None, timeout=10):
@@ -108,13 +111,43 @@ def not_ready(unit, host, answer, url, timeout, log_text):
     return '%s on %s %s\n(GET %s: %s).\nLast log lines:\n%s' % (unit, host, what, url, answer, log_text)
 
 
-def start(unit, restart, daemon_reload, run, check_mode=False):
+def connect_once(address, port, timeout=0.5):
+    """Open and close one TCP connection; raises OSError when refused or unreachable."""
+    socket.create_connection((address, port), timeout=timeout).close()
+
+
+def port_gap(connect, stopped, clock=time.monotonic, sleep=time.sleep, poll=GAP_POLL_S):
+    """While one unit takes a port over from another: try connect() every poll s until stopped() or the port
+    accepts again after a refusal. Returns the seconds from the first refused try to the first accepted one after
+    it; 0.0 when the port never refused (stopped() came first); None when it refused and did not accept again."""
+    refused_at = None
+    while not stopped():
+        try:
+            connect()
+        except OSError:
+            if refused_at is None:
+                refused_at = clock()
+        else:
+            if refused_at is not None:
+                return clock() - refused_at
+        sleep(poll)
+    return None if refused_at is not None else 0.0
+
+
+def replaced_unit(unit, run):
+    """Whether unit (the one the started unit replaces) runs or is enabled: it is then stopped and disabled."""
+    return any(run(['systemctl', verb, '--quiet', '--', unit])[0] == 0 for verb in ('is-active', 'is-enabled'))
+
+
+def start(unit, restart, daemon_reload, run, check_mode=False, before_start=None):
     """Start (or restart) unit and enable it, with run(argv) -> (rc, out, err); returns (actions, error).
 
     actions: what was done, or in check mode what would be (daemon-reload, enable, start, restart); error: systemctl's
     words when a step failed, else None. systemd counts every start against StartLimitBurst within
     StartLimitIntervalSec, a deploy's starts too: after a few stop/fix/deploy cycles the next start would fail as
     start-limit-hit, so reset-failed clears the failed state and that counter first whenever this run starts it.
+    before_start(): called just before the start or restart (a unit that holds the port stops then); its error,
+    when not None, ends the start.
     """
     rc, out, err = run(['systemctl', 'show', '--property=ActiveState', '--value', '--', unit])
     if rc != 0:
@@ -141,6 +174,9 @@ def start(unit, restart, daemon_reload, run, check_mode=False):
             return [], 'Unable to enable service %s: %s' % (unit, (err or out).strip())
     for verb in ('restart', 'start'):
         if verb in actions:
+            error = before_start() if before_start else None
+            if error:
+                return actions[:-1], error
             rc, out, err = run(['systemctl', verb, '--', unit])
             if rc != 0:
                 return actions[:-1], 'Unable to %s service %s: %s' % (verb, unit, (err or out).strip())

@@ -114,3 +114,55 @@ def test_not_ready_says_how(answer, what):
     text = U.not_ready('u.service', 'pd-p1', answer, 'http://a:8100/health', 900, 'last words')
     assert text.startswith('u.service on pd-p1 %s\n(GET http://a:8100/health: %s).' % (what, answer))
     assert text.endswith('Last log lines:\nlast words')
+
+
+def test_the_unit_a_start_replaces_stops_just_before_the_start_and_its_error_ends_it():
+    run, order = Systemd(state='inactive'), []
+    assert U.start('front.service', False, False, run, before_start=lambda: order.append(list(run.calls))) == (
+        ['start'], None)
+    assert order == [['show', 'is-enabled', 'reset-failed']] and run.calls[-1] == 'start'
+    run = Systemd(state='inactive')
+    assert U.start('front.service', False, False, run, before_start=lambda: 'disable failed') == ([], 'disable failed')
+    assert 'start' not in run.calls
+
+
+class Port(object):
+    """A port tried at a clock of 10 ms per try: TRIES[i] is what try i finds (True accepted, False refused)."""
+
+    def __init__(self, tries):
+        self.tries, self.n = list(tries), 0
+
+    def connect(self):
+        self.n += 1
+        if not self.tries[self.n - 1]:
+            raise ConnectionRefusedError(111, 'Connection refused')
+
+    def clock(self):
+        return self.n * 0.01
+
+
+@pytest.mark.parametrize('tries, gap', [
+    # the old holder accepts, the port refuses for 30 tries, the new holder accepts
+    ([True] * 5 + [False] * 30 + [True], 0.30),
+    # nothing held the port when the watch began
+    ([False] * 3 + [True], 0.03),
+])
+def test_the_gap_runs_from_the_first_refused_try_to_the_first_accepted_one_after_it(tries, gap):
+    port = Port(tries)
+    assert U.port_gap(port.connect, lambda: False, clock=port.clock, sleep=lambda s: None) == pytest.approx(gap)
+    assert port.n == len(tries)
+
+
+def test_the_gap_is_none_when_the_port_never_accepts_again_and_zero_when_it_never_refused():
+    port = Port([True, False, False, False])
+    assert U.port_gap(port.connect, lambda: port.n >= 4, clock=port.clock, sleep=lambda s: None) is None
+    port = Port([True] * 4)
+    assert U.port_gap(port.connect, lambda: port.n >= 4, clock=port.clock, sleep=lambda s: None) == 0.0
+
+
+def test_the_replaced_unit_counts_when_it_runs_or_is_enabled():
+    def run_with(active, enabled):
+        return lambda argv: ({'is-active': active, 'is-enabled': enabled}[argv[1]], '', '')
+    assert U.replaced_unit('vllm-pd-proxy.service', run_with(0, 1))
+    assert U.replaced_unit('vllm-pd-proxy.service', run_with(3, 0))
+    assert not U.replaced_unit('vllm-pd-proxy.service', run_with(3, 1))
