@@ -59,6 +59,12 @@ options:
           - The engine's environment file, whose C(VLLM_API_KEY) is sent to O(ready.models_url) (vLLM answers 401 under
             C(/v1) without it). The key is read on the host, never passed as an argument.
         type: path
+      counts:
+        description:
+          - Values the JSON object O(ready.url) answers must hold before the unit counts as ready, polled until
+            then (a process of the proxy tier - the number of prefill and decode members its health route counts,
+            under the release table's keys).
+        type: dict
       timeout:
         description: Seconds to wait in all.
         type: int
@@ -139,7 +145,7 @@ actions:
   elements: str
   sample: [daemon-reload, restart]
 answer:
-  description: The last answer of the API, V(ready), V(dead), or what kept it from ready (C(unlisted), C(starting), C(http-CODE) and why).
+  description: The last answer of the API, V(ready), V(dead), or what kept it from ready (C(unlisted), C(members), C(starting), C(http-CODE) and why).
   returned: when O(ready) is given, outside check mode
   type: str
   sample: ready
@@ -191,6 +197,7 @@ def main():
                 url=dict(type='str', required=True),
                 models_url=dict(type='str'),
                 env_file=dict(type='path'),
+                counts=dict(type='dict'),
                 timeout=dict(type='int', default=600))),
             replaces=dict(type='dict', options=dict(
                 unit=dict(type='str', required=True),
@@ -261,7 +268,7 @@ def main():
     began = time.monotonic()
     while True:
         left = ready['timeout'] - (time.monotonic() - began)
-        answer = poll_ready(ready['url'], max(left, 0), state, ready['models_url'], key)
+        answer = poll_ready(ready['url'], max(left, 0), state, ready['models_url'], key, counts=ready['counts'])
         if final(answer) or left <= 0:
             break
         time.sleep(POLL_S)  # another success status than 200: ask again

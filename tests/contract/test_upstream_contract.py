@@ -700,16 +700,41 @@ def proxy_facts(path):
                 top = mod.split('.')[0]
                 if not optional and top not in sys.stdlib_module_names:
                     imports.add(mod if top == 'vllm' else top)
-    # the dict the /healthcheck handler returns, or the dict of the function it returns the call of
+    return flags, routes, set(health_answer(tree, health)), imports
+
+
+def health_answer(tree, health):
+    """{key: the source of its value} of the dict the /healthcheck handler HEALTH returns, or the dict of the function
+    it returns the call of."""
     functions = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    keys, todo = set(), [health] if health else []
+    answer, todo = {}, [health] if health else []
     while todo:
         for node in ast.walk(todo.pop()):
             if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
-                keys |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                answer.update((k.value, ast.unparse(v)) for k, v in zip(node.value.keys, node.value.values)
+                              if isinstance(k, ast.Constant))
             elif isinstance(node, ast.Return) and uc.call_name(node.value) in functions:
                 todo.append(functions[uc.call_name(node.value)])
-    return flags, routes, keys, imports
+    return answer
+
+
+def health_handler(path):
+    tree = uc.parse(path)
+    handler = next((node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    for dec in node.decorator_list if isinstance(dec, ast.Call) and dec.args
+                    and isinstance(dec.args[0], ast.Constant) and dec.args[0].value == '/healthcheck'), None)
+    return tree, handler
+
+
+def test_the_healthcheck_counts_each_kind_of_member_under_the_table_key(upstream):
+    """A restarted process of the proxy tier is ready once its /healthcheck counts the members it was given (pd_unit
+    ready.counts, under proxy_member_counts): in the example proxy and the Mooncake wheel's proxy, each key's value is
+    the length of that kind's member list."""
+    wheel_proxy = upstream.entry['wheel_proxy_module'].replace('.', '/') + '.py'
+    for path in [upstream.proxy] + ([upstream.mc / wheel_proxy] if upstream.mc else []):
+        answer = health_answer(*health_handler(path))
+        for kind, key in sorted(upstream.entry['proxy_member_counts'].items()):
+            assert re.fullmatch(r'len\([\w.]*(%s)\w*\)' % kind[:6], answer.get(key, '')), (path.name, kind, answer)
 
 
 def test_example_proxy(upstream):

@@ -156,6 +156,9 @@ def _release(**facts):
         proxy_argv_flags=_PROXY_ARGV_FLAGS,
         proxy_routes=_PROXY_ROUTES + _ADMIN_ROUTES,
         proxy_healthcheck_keys=('status', 'prefill_instances', 'decode_instances'),
+        # per member kind, the /healthcheck key that counts the members the proxy lists (the example proxy's and the
+        # Mooncake wheel's): a restarted process of the proxy tier is ready once both equal the members it was given
+        proxy_member_counts=dict(prefill='prefill_instances', decode='decode_instances'),
         # the routes the roles call: the health probe and the admin add (an add of no instance lists the members)
         proxy_health_route=_PROXY_HEALTH,
         proxy_add_route=_ADMIN_ADD,

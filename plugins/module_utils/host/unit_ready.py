@@ -60,20 +60,40 @@ def models_problem(url, key='', get=http_get):
     return None if isinstance(data, list) and data else 'GET %s listed no model: %s' % (url, body[:200])
 
 
-def poll_ready(url, window, unit_state, models=None, key='', get=http_get, clock=time.monotonic, sleep=time.sleep):
+def counts_problem(body, counts):
+    """None when the JSON object BODY holds each key of COUNTS with its value, else what differs."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return 'not a JSON object: %s' % body[:200]
+    wrong = ['%s %s, wanted %s' % (k, json.dumps(data.get(k)), v) for k, v in sorted(counts.items()) if data.get(k) != v]
+    return '; '.join(wrong) or None
+
+
+def poll_ready(url, window, unit_state, models=None, key='', get=http_get, clock=time.monotonic, sleep=time.sleep,
+               counts=None):
     """Poll url every POLL_S for up to window seconds; stop at once when it answers or the unit is gone.
 
     unit_state() gives systemd's ActiveState. Answers: ready; dead (the unit is failed or inactive);
     unlisted: WHY (up, but models lists no model: final); http-CODE (url answered another success status);
+    members: WHY (url answers, but its JSON lacks a value of COUNTS, {key: value}, within the window);
     starting: WHY (no answer, or an error status, within the window: poll again).
     """
     deadline = clock() + window
     while True:
         try:
-            status = get(url, None, 3)[0]
+            status, body = get(url, None, 3)
             why = 'HTTP %d' % status if status >= 400 else None
         except (OSError, http.client.HTTPException) as exc:
-            status, why = None, str(exc)
+            status, body, why = None, '', str(exc)
+        wrong = counts_problem(body, counts) if counts and status == 200 else None
+        if wrong is not None:
+            if clock() >= deadline:
+                return 'members: %s' % wrong
+            sleep(POLL_S)
+            continue
         if why is not None:
             state = unit_state()
             if state in DEAD_STATES:
@@ -106,6 +126,8 @@ def not_ready(unit, host, answer, url, timeout, log_text):
         what = 'exited'
     elif answer.startswith('unlisted:'):
         what = 'answers /health but lists no model'
+    elif answer.startswith('members:'):
+        what = 'answers but did not count the wanted members within %d s' % timeout
     else:
         what = 'did not become ready within %d s' % timeout
     return '%s on %s %s\n(GET %s: %s).\nLast log lines:\n%s' % (unit, host, what, url, answer, log_text)

@@ -169,3 +169,16 @@ def test_check_mode_says_what_it_would_replace(run_module, monkeypatch, free_gro
         units.close()
     assert not failed and res['replaced'] == 'old.service' and res['changed'] and res['port_refused_s'] is None
     assert not any(c.startswith(('disable', 'start')) for c in units.calls)
+
+
+def test_a_proxy_process_is_ready_only_once_it_counts_its_members(run_module, monkeypatch, http_server):
+    base = http_server(lambda path, headers: (200, '{"status": "ok", "prefill_instances": 1, "decode_instances": 1}'))
+    fake_systemd(monkeypatch)
+    ready = dict(url=base + '/healthcheck', timeout=1)
+    failed, res = run_module(M, dict(name='p@1.service', host='pd-p60', start=False,
+                                     ready=dict(ready, counts={'prefill_instances': 1, 'decode_instances': 1})))
+    assert not failed and res['answer'] == 'ready'
+    failed, res = run_module(M, dict(name='p@1.service', host='pd-p60', start=False,
+                                     ready=dict(ready, counts={'prefill_instances': 1, 'decode_instances': 2})))
+    assert failed and res['answer'] == 'members: decode_instances 1, wanted 2'
+    assert res['msg'].startswith('p@1.service on pd-p60 answers but did not count the wanted members within 1 s')

@@ -105,8 +105,30 @@ def test_ready_needs_health_then_a_listed_model(http_server):
     assert U.poll_ready(base + '/health', 1, lambda: 'active') == 'http-204'
 
 
+def test_a_health_route_is_ready_once_it_counts_the_wanted_members():
+    clock = Clock()
+    bodies = ['{"status": "ok", "prefill_instances": 0, "decode_instances": 0}',
+              '{"status": "ok", "prefill_instances": 2, "decode_instances": 1}',
+              '{"status": "ok", "prefill_instances": 2, "decode_instances": 2}']
+
+    def get(url, headers, timeout):
+        return 200, bodies[min(int(clock.now / U.POLL_S), len(bodies) - 1)]
+    want = {'prefill_instances': 2, 'decode_instances': 2}
+    assert U.poll_ready('http://x/healthcheck', 30, lambda: 'active', get=get, clock=clock, sleep=clock.sleep,
+                        counts=want) == U.READY
+    assert clock.now == 2 * U.POLL_S
+    # never the wanted count: named at the end of the window, with what it counted
+    clock = Clock()
+    answer = U.poll_ready('http://x/healthcheck', 1, lambda: 'active', get=lambda *a: (200, bodies[1]), clock=clock,
+                          sleep=clock.sleep, counts=want)
+    assert answer == 'members: decode_instances 1, wanted 2' and not U.final(answer) and clock.now == 1.0
+    assert U.counts_problem('<html>', want) == 'not a JSON object: <html>'
+    assert U.counts_problem('{"status": "ok"}', want) == 'decode_instances null, wanted 2; prefill_instances null, wanted 2'
+
+
 @pytest.mark.parametrize('answer, what', [
     (U.DEAD, 'exited'),
+    ('members: decode_instances 1, wanted 2', 'answers but did not count the wanted members within 900 s'),
     ('unlisted: GET /v1/models listed no model', 'answers /health but lists no model'),
     ('starting: refused (activating)', 'did not become ready within 900 s'),
 ])
