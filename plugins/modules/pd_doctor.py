@@ -91,7 +91,9 @@ options:
         description: OpenAI API port of the engine.
         type: int
   proxy:
-    description: O(mode=inspect) - the proxy on this host, with keys C(unit) and C(port).
+    description:
+      - O(mode=inspect) - the proxy on this host, with keys C(unit) and C(port), and C(front) (bool) for the proxy tier,
+        where C(unit) is HAProxy's and its runtime API is read for each process of the proxy.
     type: dict
   address:
     description: O(mode=inspect) - the inventory's inter-node address of this host (the expected C(VLLM_HOST_IP)).
@@ -213,7 +215,11 @@ engines:
   type: list
   elements: dict
 proxy:
-  description: O(mode=inspect) - C(unit), C(port), C(state), C(listening), C(listeners).
+  description:
+    - O(mode=inspect) - C(unit), C(port), C(state), C(listening), C(listeners).
+    - For the proxy tier, when HAProxy runs, C(tier) - C(front) (V(running), V(down) or V(unreadable)), C(error) and
+      C(processes), per HAProxy server its C(unit), C(status), C(in_flight), C(queued), C(errors_5xx), C(check) and
+      C(last_check).
   returned: when mode is inspect and proxy is given
   type: dict
 peers:

@@ -5,7 +5,8 @@ two proxy processes on loopback, each answering its /healthcheck, in place of th
 run changes nothing; HAProxy accepts its configuration; a change of the proxy's arguments under a closed loop of 3
 clients recycles every process (drained in HAProxy, restarted, set ready) with 0 failed requests; a kill -9 of one
 proxy process under a few requests a second costs at most the requests in flight on it, and the process comes back
-into HAProxy. The containers are removed at the end.
+into HAProxy; the doctor checks HAProxy's unit and names a stopped process out of HAProxy (ProxyProcessDown). The
+containers are removed at the end.
 """
 import json
 import re
@@ -214,3 +215,27 @@ def test_the_preflight_names_a_proxy_host_without_haproxy_before_any_change(clus
     failed = lab.failures(r)
     assert "ProxyFrontMissing: cluster lab60, host pd-p60" in failed and "HAProxy on an air-gapped host" in failed, failed
     assert set(lab.changed(r).values()) == {0}, lab.changed(r)
+
+
+def test_the_doctor_reads_haproxy_and_names_a_process_out_of_it(cluster, tmp_path):
+    """The doctor checks HAProxy's unit, not the single proxy's (disabled with the tier), and reads each process's
+    state from HAProxy's runtime API: a stopped process is capacity lost, named with its unit; the others serve."""
+    lab = cluster
+    lab.run(P, "systemctl stop vllm-pd-proxy@2.service")
+    deadline = time.time() + 30
+    while json.loads(lab.run(P, "python3 -c " + _quote(STATUS) + f" {proxy_front.ADMIN_SOCKET}").stdout)["proxy2"] == "UP":
+        assert time.time() < deadline, "HAProxy still has the stopped process UP"
+        time.sleep(0.5)
+    js = tmp_path / "doctor.json"
+    r = lab.playbook("playbooks/doctor.yml", "-e", f"vllm_pd_doctor_report={tmp_path / 'doctor.html'}",
+                     "-e", f"vllm_pd_doctor_json={js}", check=False)
+    data = json.loads(js.read_text())
+    findings = [(f["check"], f["severity"], f["title"]) for f in data["findings"]
+                if f["cluster"] == "lab60" and f["severity"] != "info"]
+    assert findings == [("ProxyProcessDown", "warning", "1 of 2 processes of the proxy on pd-p60 are out of HAProxy")], (
+        findings, r.stdout[-3000:])
+    card = next(h for c in data["clusters"] if c["name"] == "lab60" for h in c["hosts"] if h["name"] == P)["proxy"]
+    assert card["unit"] == "vllm-pd-front.service" and card["active"], card
+    assert [(x["unit"], x["status"]) for x in card["tier"]["processes"]] == [
+        ("vllm-pd-proxy@1.service", "UP"), ("vllm-pd-proxy@2.service", "DOWN")], card
+    assert re.search(r"proxy1\s+-\s+UP", r.stdout) and re.search(r"proxy2\s+-\s+DOWN", r.stdout), r.stdout[-3000:]

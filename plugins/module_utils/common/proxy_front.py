@@ -58,6 +58,13 @@ def process_units(processes):
     return [PROCESS_UNIT % (k + 1) for k in range(int(processes))]
 
 
+def unit_of_server(server):
+    """The unit of the process HAProxy names SERVER (SERVER % K -> PROCESS_UNIT % K), or None for another name."""
+    prefix = SERVER.split('%', 1)[0]
+    index = server[len(prefix):] if server.startswith(prefix) else ''
+    return PROCESS_UNIT % int(index) if index.isdigit() else None
+
+
 def processes_plan(base_port, processes):
     """Each process of the tier: its index, unit, loopback port, HAProxy's server name, and the two files it reads, its env file (its port)
     and its start guard's configuration (the keys the engine role's guard entry point writes, in to_nice_json's

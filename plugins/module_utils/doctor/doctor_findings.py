@@ -39,8 +39,8 @@ CHECKS = (
 ) + FIT_CHECKS + ('KvConfigMismatch', 'TransferTimeoutShort') + (
     'EngineDown', 'LogKvThreadFailed', 'LogBindFailed', 'LogDeviceIpUnset', 'LogConfigConflict', 'LogVersionMismatch',
     'LogNpuMemoryTaken', 'ZmtpNotReachable', 'MtuMismatch', 'MtuPathBlocked', 'LogConnectFailed', 'LogTransferTimeout',
-    'LogTransferFailed', 'LogSpecDecodeIndex', 'LogForceFreed', 'ApiNotListening', 'ProxyDown', 'StaleFiles',
-    'MtuNotProbed',
+    'LogTransferFailed', 'LogSpecDecodeIndex', 'LogForceFreed', 'ApiNotListening', 'ProxyDown', 'ProxyTierUnread',
+    'ProxyProcessDown', 'StaleFiles', 'MtuNotProbed',
 )
 SEVERITIES = ('critical', 'error', 'warning', 'info')
 FAILING = ('critical', 'error')
@@ -296,6 +296,30 @@ def _fit_findings(cl, members, hosts):
     return out
 
 
+def _tier_findings(cl, name, px):
+    """The proxy tier's processes as HAProxy sees them (px['tier'], read while HAProxy runs): a process out of
+    HAProxy (DOWN, MAINT) is capacity lost, an error once no process serves (every request then fails)."""
+    tier = px.get('tier')
+    if not tier:
+        return []
+    if tier['front'] != 'running':
+        return [finding(cl, name, 3, 'ProxyTierUnread', 'warning',
+                        "HAProxy's runtime API on %s did not tell the state of the proxy's processes" % name,
+                        [tier.get('error')], 'journalctl -u %s; then rerun the doctor' % px['unit'], 'proxy')]
+    out = [p for p in tier['processes'] if p['status'].startswith(('DOWN', 'MAINT'))]
+    if not out:
+        return []
+    serving = len(tier['processes']) - len(out)
+    return [finding(cl, name, 3, 'ProxyProcessDown', 'warning' if serving else 'error',
+                    '%d of %d processes of the proxy on %s are out of HAProxy%s' % (
+                        len(out), len(tier['processes']), name,
+                        '' if serving else ': no process serves, every request fails'),
+                    ['%s (HAProxy server %s): %s, last health check %s %s' % (
+                        p['unit'] or '?', p['server'], p['status'], p['check'], p['last_check']) for p in out],
+                    'journalctl -u %s; systemctl restart the unit or run deploy_pd.yml again (it starts every process '
+                    'of the tier)' % ' -u '.join(p['unit'] or p['server'] for p in out), 'proxy')]
+
+
 def _order_key(f, host_order):
     return (f['step'], CHECKS.index(f['check']) if f['check'] in CHECKS else len(CHECKS),
             KIND_RANK.get(f.get('kind'), 3), host_order.get(f['host'], 999), SEVERITIES.index(f['severity']))
@@ -323,7 +347,7 @@ def _host_card(name, host):
     if ins.get('proxy'):
         px = ins['proxy']
         card['proxy'] = dict(unit=px['unit'], port=px.get('port'), active=px.get('active'),
-                             state=(px.get('state') or {}).get('ActiveState'))
+                             state=(px.get('state') or {}).get('ActiveState'), tier=px.get('tier'))
     return card
 
 
@@ -369,6 +393,8 @@ def diagnose(hosts):
                 fs.append(finding(cl, name, 3, 'ProxyDown', 'error', '%s is not running on %s' % (px['unit'], name),
                                   ['ActiveState=%s' % (px.get('state') or {}).get('ActiveState')],
                                   'systemctl start %s (after P and D are healthy)' % px['unit'], 'proxy'))
+            if px and px.get('active'):
+                fs += _tier_findings(cl, name, px)
             fs += _mtu_findings(cl, name, h, hosts)
             stale = (h.get('residue') or {}).get('removed') or []
             if stale:

@@ -13,7 +13,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.model.pd_model impo
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_host import (
     container_pids, net_env, parse_environ, parse_route_get, scan_log, unit_pids,
 )
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import proxy_front
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.env_file import parse_env_file
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.host import front_server
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.ports.port_checks import build_holders, evaluate_listening
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows import DEFAULT_NPU_COUNT, reserved_windows
@@ -237,13 +239,21 @@ def inspect_engine(host, eng, params, host_facts):
     return out
 
 
-def inspect_proxy(host, proxy):
+def _haproxy_tier():
+    return front_server.read_tier(lambda text: front_server.runtime_command(proxy_front.ADMIN_SOCKET, text))
+
+
+def inspect_proxy(host, proxy, read_tier=_haproxy_tier):
+    """The proxy's unit, its state and who listens on its port; for the proxy tier (front: true, the unit is HAProxy's)
+    also HAProxy's view of each process of the proxy (front_server.read_tier), when HAProxy runs."""
     unit = proxy.get('unit') or 'vllm-pd-proxy.service'
     show = host.unit_show(unit)
     out = dict(unit=unit, port=proxy.get('port'), state=show, active=show.get('ActiveState') == 'active')
     if proxy.get('port'):
         socks = [s for s in read_tcp_sockets(PROC, [int(proxy['port'])]) if s['state'] == 'LISTEN']
         out['listening'] = sorted(set(s['address'] for s in socks))
+    if proxy.get('front') and out['active']:
+        out['tier'] = read_tier()
     return out
 
 

@@ -53,6 +53,9 @@ def summary_lines(clusters, findings):
                 rows.append((e['kind'], ip, state, group, zmtp))
             if h.get('proxy'):
                 rows.append(('proxy', '-', h['proxy']['state'] or '?', ':%s' % h['proxy']['port'], '-'))
+                # the proxy tier: each process as HAProxy sees it
+                for px in (h['proxy'].get('tier') or {}).get('processes') or []:
+                    rows.append((px['server'], '-', px['status'], '%d in flight' % px['in_flight'], '-'))
             if not rows:
                 rows.append(('/'.join(h['roles']) or '-', '?', 'not inspected' if not h['reachable'] else '-',
                              '-', '-'))

@@ -68,6 +68,35 @@ def parse_stat(text, backend, server):
     return None
 
 
+def server_rows(text, backend):
+    """The rows of BACKEND's servers in `show stat`, in order (not its FRONTEND and BACKEND totals)."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith('#'):
+        return []
+    head = lines[0].lstrip('# ').split(',')
+    rows = [dict(zip(head, line.split(','))) for line in lines[1:] if line.strip()]
+    return [r for r in rows if r.get('pxname') == backend and r.get('svname') not in ('FRONTEND', 'BACKEND')]
+
+
+def read_tier(command, backend=proxy_front.BACKEND):
+    """HAProxy's view of the tier, read-only: dict(front, error, processes). front: 'running', 'down' (nothing listens
+    on the admin socket) or 'unreadable' (it did not answer); processes: per server of BACKEND its unit, HAProxy's
+    status (UP, DOWN, DRAIN, MAINT, ...), requests in flight and queued, 5xx answers and its last health check."""
+    try:
+        text = command('show stat')
+    except FrontDown as exc:
+        return dict(front='down', error=str(exc), processes=[])
+    except (IOError, OSError) as exc:
+        return dict(front='unreadable', error='%s: %s' % (type(exc).__name__, exc), processes=[])
+    processes = [dict(counts(r), server=r['svname'], unit=proxy_front.unit_of_server(r['svname']),
+                      status=r.get('status', ''), errors_5xx=int(r.get('hrsp_5xx') or 0),
+                      check=r.get('check_status', ''), last_check=r.get('last_chk', ''))
+                 for r in server_rows(text, backend)]
+    if not processes:
+        return dict(front='unreadable', error='show stat lists no server of %s: %s' % (backend, text[:200]), processes=[])
+    return dict(front='running', error=None, processes=processes)
+
+
 def parse_admin_state(text, backend, server):
     """srv_admin_state (int) of BACKEND/SERVER in `show servers state BACKEND` (a version line, a '# be_id ...'
     header, one space-separated row per server), or None when it is not listed."""

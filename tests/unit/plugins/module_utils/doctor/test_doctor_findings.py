@@ -209,6 +209,44 @@ def test_logs_mtu_and_proxy():
     assert findings[2]['evidence'][0].startswith('2026-12-02T14:00:00')
 
 
+def tier(*statuses):
+    return dict(front='running', error=None, processes=[
+        dict(server='proxy%d' % k, unit='vllm-pd-proxy@%d.service' % k, status=status, in_flight=0, queued=0,
+             errors_5xx=0, check='L4CON' if status == 'DOWN' else 'L7OK', last_check='Connection refused')
+        for k, status in enumerate(statuses, 1)])
+
+
+def test_the_proxy_tier_names_a_process_out_of_haproxy_and_haproxy_down_first():
+    hosts = cluster()
+    front = dict(unit='vllm-pd-front.service', port=8000, active=True, state=dict(ActiveState='active'))
+    # every process UP (one draining for a recycle): healthy, the card shows HAProxy's view
+    hosts['p1']['inspect']['proxy'] = dict(front, tier=tier('UP', 'DRAIN'))
+    findings, cl = run(hosts)
+    assert findings == [] and cl['c1']['status'] == 'healthy'
+    assert [p['status'] for p in cl['c1']['hosts'][0]['proxy']['tier']['processes']] == ['UP', 'DRAIN']
+    # one of two out: capacity lost, service goes on (a warning naming the unit and HAProxy's last check)
+    hosts['p1']['inspect']['proxy'] = dict(front, tier=tier('UP', 'DOWN'))
+    findings, cl = run(hosts)
+    assert checks(findings) == ['ProxyProcessDown'] and findings[0]['severity'] == 'warning'
+    assert findings[0]['title'] == '1 of 2 processes of the proxy on p1 are out of HAProxy'
+    assert findings[0]['evidence'] == ['vllm-pd-proxy@2.service (HAProxy server proxy2): DOWN, last health check '
+                                       'L4CON Connection refused']
+    assert 'journalctl -u vllm-pd-proxy@2.service' in findings[0]['fix']
+    # every process out: every request fails, the root cause
+    hosts['p1']['inspect']['proxy'] = dict(front, tier=tier('DOWN', 'MAINT'))
+    findings, cl = run(hosts)
+    assert checks(findings) == ['ProxyProcessDown'] and cl['c1']['root_cause']['severity'] == 'error'
+    assert findings[0]['title'].endswith('no process serves, every request fails')
+    # HAProxy's runtime API silent: said, not guessed
+    hosts['p1']['inspect']['proxy'] = dict(front, tier=dict(front='unreadable', error='timed out', processes=[]))
+    assert checks(run(hosts)[0]) == ['ProxyTierUnread']
+    # HAProxy down: the proxy is down, whatever its processes do (not read), the root cause
+    hosts['p1']['inspect']['proxy'] = dict(front, active=False, state=dict(ActiveState='failed'))
+    findings, cl = run(hosts)
+    assert checks(findings) == ['ProxyDown'] and cl['c1']['root_cause']['title'] == (
+        'vllm-pd-front.service is not running on p1')
+
+
 def test_unreachable_host_and_incomplete_cluster():
     hosts = cluster()
     hosts['d1'] = dict(cluster='c1', groups=['decode'], unreachable='ssh: connect refused')

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_findings import diagnose
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.doctor.doctor_report import render_html, summary_lines
 
-from test_doctor_findings import P_IP, P_MGMT, cluster, eng, set_unset_ip_on_p
+from test_doctor_findings import P_IP, P_MGMT, cluster, eng, set_unset_ip_on_p, tier
 
 
 def broken():
@@ -39,6 +39,18 @@ def test_healthy_summary():
     lines = summary_lines(clusters, findings)
     assert lines[0] == 'cluster c1: HEALTHY'
     assert not any(re.match(r'^\s+\d+\. ', ln) for ln in lines)
+
+
+def test_the_proxy_tier_shows_each_process_as_haproxy_sees_it():
+    hosts = cluster()
+    hosts['p1']['inspect']['proxy'] = dict(unit='vllm-pd-front.service', port=8000, active=True,
+                                           state=dict(ActiveState='active'), tier=tier('UP', 'DOWN'))
+    findings, clusters = diagnose(hosts)
+    lines = summary_lines(clusters, findings)
+    assert [ln.split()[:4] for ln in lines if ln.split()[:1] in (['proxy1'], ['proxy2'])] == [
+        ['proxy1', '-', 'UP', '0'], ['proxy2', '-', 'DOWN', '0']]
+    page = render_html(clusters, findings)
+    assert 'ProxyProcessDown' in page and 'vllm-pd-proxy@2.service (HAProxy server proxy2): DOWN' in page
 
 
 def test_html_has_svg_topology_links_and_escapes_evidence():

@@ -198,3 +198,32 @@ def test_runtime_command_says_front_down_when_nothing_listens():
         stale.close()
     finally:
         shutil.rmtree(tmp)
+
+
+def test_the_tier_is_read_per_process_with_its_unit_status_counts_and_last_check():
+    head = '# pxname,svname,qcur,scur,status,hrsp_5xx,check_status,last_chk,'
+    text = '\n'.join([head, 'front,FRONTEND,,3,OPEN,0,,,',
+                      '%s,proxy1,0,2,UP,0,L7OK,HTTP status check returned code <3C>200<3E>,' % proxy_front.BACKEND,
+                      '%s,proxy2,1,0,DOWN,4,L4CON,Connection refused,' % proxy_front.BACKEND,
+                      '%s,BACKEND,1,2,UP,4,,,' % proxy_front.BACKEND]) + '\n'
+    tier = F.read_tier(lambda command: text if command == 'show stat' else '')
+    assert tier['front'] == 'running' and tier['error'] is None
+    assert tier['processes'] == [
+        dict(server='proxy1', unit='vllm-pd-proxy@1.service', status='UP', in_flight=2, queued=0, errors_5xx=0,
+             check='L7OK', last_check='HTTP status check returned code <3C>200<3E>'),
+        dict(server='proxy2', unit='vllm-pd-proxy@2.service', status='DOWN', in_flight=0, queued=1, errors_5xx=4,
+             check='L4CON', last_check='Connection refused')]
+
+
+def test_a_tier_without_haproxy_or_an_answer_says_so():
+    def down(command):
+        raise F.FrontDown('nothing listens on /run/vllm-pd-front/admin.sock (ENOENT)')
+
+    def silent(command):
+        raise socket.timeout('timed out')
+    assert F.read_tier(down) == dict(front='down', processes=[],
+                                     error='nothing listens on /run/vllm-pd-front/admin.sock (ENOENT)')
+    assert F.read_tier(silent) == dict(front='unreadable', error='TimeoutError: timed out', processes=[])
+    assert F.read_tier(lambda command: 'Unknown command.\n')['front'] == 'unreadable'
+    assert proxy_front.unit_of_server('proxy12') == 'vllm-pd-proxy@12.service'
+    assert proxy_front.unit_of_server('backup') is None and proxy_front.unit_of_server('proxy') is None
