@@ -14,7 +14,8 @@ description:
     would hold (a list of C(targets) and C(labels)), so it can be written as C(file_sd/<key>.yml).
   - Jobs V(vllm_pd_prefill) and V(vllm_pd_decode) list every engine instance's API port (vLLM serves C(/metrics)
     there); V(vllm_pd_proxy) lists every proxy port for a blackbox probe of C(/healthcheck) (the proxies have
-    no C(/metrics)).
+    no C(/metrics)); V(vllm_pd_front) lists HAProxy's Prometheus exporter (C(/metrics)) of each proxy host that
+    runs the proxy tier (C(vllm_pd_proxy_front=haproxy), port C(vllm_pd_proxy_front_metrics_port), instance V(front)).
   - Labels C(cluster), C(role) (V(prefill), V(decode), V(proxy)), C(instance) (the instance name, e.g. V(prefill-dp1))
     and C(host) (the inventory name).
   - Reads the facts the preflight sets on each PD host (C(vllm_pd_address), C(vllm_pd_instances)); a host without
@@ -55,7 +56,15 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.proxy_front import DEFAULT_FRONT, DEFAULT_METRICS_PORT
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.file_sd import scrape_targets
+
+
+def _front_metrics_port(hv):
+    """The port of HAProxy's exporter on a proxy host that runs the proxy tier (as the proxy role reads it), else None."""
+    if hv.get('proxy_front', hv.get('vllm_pd_proxy_front', DEFAULT_FRONT)) != 'haproxy':
+        return None
+    return int(hv.get('proxy_front_metrics_port', hv.get('vllm_pd_proxy_front_metrics_port', DEFAULT_METRICS_PORT))) or None
 
 
 def pd_file_sd(hostvars, hosts, proxies=None):
@@ -69,7 +78,8 @@ def pd_file_sd(hostvars, hosts, proxies=None):
                 'host': str(h), 'cluster': str(hv['vllm_pd_cluster']), 'address': str(hv['vllm_pd_address']['address']),
                 'prefill': hv['vllm_pd_instances'].get('prefill') or [],
                 'decode': hv['vllm_pd_instances'].get('decode') or [],
-                'proxy_port': int(hv.get('vllm_pd_proxy_port', 8000)) if h in (proxies or []) else None})
+                'proxy_port': int(hv.get('vllm_pd_proxy_port', 8000)) if h in (proxies or []) else None,
+                'front_metrics_port': _front_metrics_port(hv) if h in (proxies or []) else None})
         except (KeyError, TypeError, ValueError) as exc:
             raise AnsibleFilterError('pd_file_sd: host %s: %s' % (h, exc))
     return scrape_targets(records)

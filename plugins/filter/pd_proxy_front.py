@@ -39,6 +39,10 @@ options:
     description: The cluster's name, for the configuration's header.
     type: str
     default: ""
+  metrics_port:
+    description: The port of HAProxy's Prometheus exporter on the input address (C(/metrics)); V(0) for none.
+    type: int
+    default: 0
 """
 
 EXAMPLES = r"""
@@ -58,9 +62,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import proxy_front as F
 
 
-def pd_proxy_front(address, port, base_port, processes, health_route, cluster=''):
+def pd_proxy_front(address, port, base_port, processes, health_route, cluster='', metrics_port=0):
     try:
-        text = F.front_config(str(address), int(port), int(base_port), int(processes), str(health_route), str(cluster))
+        text = F.front_config(str(address), int(port), int(base_port), int(processes), str(health_route), str(cluster),
+                              metrics_port=int(metrics_port))
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError('pd_proxy_front: %s' % exc)
     return dict(config=text, unit=F.FRONT_UNIT, path=F.FRONT_CONFIG, socket=F.ADMIN_SOCKET,

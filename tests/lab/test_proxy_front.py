@@ -114,6 +114,12 @@ def test_deploy_puts_haproxy_on_the_proxy_port_in_front_of_the_processes(cluster
                                  data=json.dumps({"prompt": "front", "max_tokens": 4, "temperature": 0}).encode())
     with urllib.request.urlopen(req, timeout=60) as r:
         assert r.status == 200 and json.loads(r.read())["choices"][0]["text"]
+    # HAProxy's Prometheus exporter on the proxy host's address: each process up (1), the file_sd job's target
+    with urllib.request.urlopen(f"http://{ip}:{proxy_front.DEFAULT_METRICS_PORT}{proxy_front.METRICS_PATH}", timeout=30) as r:
+        text = r.read().decode()
+    for k in range(1, PROCESSES + 1):
+        assert re.search(r'^haproxy_server_status\{proxy="%s",server="proxy%d",state="UP"\} 1$' % (proxy_front.BACKEND, k),
+                         text, re.M), [line for line in text.splitlines() if line.startswith("haproxy_server_status")]
 
 
 def test_a_running_single_proxy_moves_to_the_tier_and_the_run_says_how_long_the_port_refused(cluster):

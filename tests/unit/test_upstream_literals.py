@@ -101,6 +101,7 @@ plugins/module_utils/verify/bench_gate.py | line | a message names the line
 plugins/module_utils/verify/port_listening.py | env VLLM_HOST_IP | a message names it
 plugins/module_utils/common/check_names.py | env | a check's description names them
 plugins/modules/pd_bench.py | route /v1/completions | the default of its endpoint option (users may change it)
+plugins/module_utils/common/proxy_front.py | route /metrics | the path of HAProxy's own Prometheus exporter, not vLLM's route
 """
 ALLOWED = dict(((where.strip(), what.strip()), why.strip())
                for where, what, why in (line.split('|', 2) for line in _ALLOWED.strip('\n').split('\n')))

@@ -21,6 +21,9 @@ MAX_PROCESSES = 16
 # the loopback port of process 1; process K listens on DEFAULT_BASE_PORT + K - 1
 DEFAULT_BASE_PORT = 18001
 LOOPBACK = '127.0.0.1'
+# HAProxy's built-in Prometheus exporter (a service of Debian's haproxy 2.6 build) on the proxy host's address; 0: none
+DEFAULT_METRICS_PORT = 8405
+METRICS_PATH = '/metrics'
 # the front's own unit and files: never the distribution's haproxy.service nor /etc/haproxy
 FRONT_UNIT = 'vllm-pd-front.service'
 FRONT_CONFIG = '/etc/vllm-pd/front.cfg'
@@ -79,9 +82,10 @@ def processes_plan(base_port, processes):
     return out
 
 
-def front_config(address, port, base_port, processes, health_route, cluster='', socket=ADMIN_SOCKET):
+def front_config(address, port, base_port, processes, health_route, cluster='', socket=ADMIN_SOCKET, metrics_port=0):
     """The text of FRONT_CONFIG: HAProxy on ADDRESS:PORT, balancing leastconn over PROCESSES proxy processes on
-    127.0.0.1:BASE_PORT.., each checked with GET HEALTH_ROUTE (the release table's proxy_health_route)."""
+    127.0.0.1:BASE_PORT.., each checked with GET HEALTH_ROUTE (the release table's proxy_health_route); with
+    METRICS_PORT, its Prometheus exporter on ADDRESS:METRICS_PORT at METRICS_PATH."""
     if not health_route.startswith('/'):
         raise ValueError('health_route must be a path, got %r' % (health_route,))
     if int(processes) < 1:
@@ -125,4 +129,8 @@ def front_config(address, port, base_port, processes, health_route, cluster='', 
             '%s %s' % (k, CHECK[k]) for k in ('inter', 'fastinter', 'downinter', 'fall', 'rise')),
     ]
     lines += ['    server %s %s:%d' % (SERVER % (k + 1), LOOPBACK, p) for k, p in enumerate(process_ports(base_port, processes))]
+    if int(metrics_port):
+        # each process's state, requests in flight and 5xx for Prometheus (file_sd job vllm_pd_front)
+        lines += ['', 'frontend metrics', '    bind %s:%d' % (address, int(metrics_port)), '    no log',
+                  '    http-request use-service prometheus-exporter if { path %s }' % METRICS_PATH]
     return '\n'.join(lines) + '\n'

@@ -14,6 +14,7 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.port_windows
 )
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import monitoring_ports as M
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_parallel import _pp_pcp
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_proxy import front_metrics_port
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import (
     DEFAULT_API_PORT, DEFAULT_DP_RPC_PORT, DEFAULT_PROXY_PORT, KINDS, _engine_env, _is_port, _ranks, hfind, show,
 )
@@ -82,6 +83,9 @@ def rule_host_layout(view):
                         "choose vllm_pd_kv_port so the whole group fits")
         if h in view.proxy:
             ports.append(("vllm_pd_proxy_port", view.int_of(h, "vllm_pd_proxy_port", DEFAULT_PROXY_PORT) or 0))
+            mvar, _raw, metrics = front_metrics_port(view, h)
+            if metrics:
+                ports.append((mvar, metrics))
         seen = {}
         for name, port in ports:
             if port < 1:
@@ -217,5 +221,9 @@ def rule_monitoring_ports(view):
             port = view.int_of(h, "vllm_pd_proxy_port", DEFAULT_PROXY_PORT)
             if port:
                 taken.append((port, port, "the proxy port %d (vllm_pd_proxy_port)" % port, "or change vllm_pd_proxy_port"))
+            mvar, _raw, metrics = front_metrics_port(view, h)
+            if metrics:
+                taken.append((metrics, metrics, "HAProxy's Prometheus exporter port %d (%s)" % (metrics, mvar),
+                              "or change %s" % mvar))
         for _port, message, fix in M.collisions(monitoring, taken):
             yield hfind(view, h, M.VARIABLE, message, fix, M.CHECK)

@@ -14,7 +14,19 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_vie
 
 # what the proxy tier reads on a proxy host (the role variable before the vllm_pd_ one)
 FRONT_VARS = ("proxy_front", "vllm_pd_proxy_front", "proxy_front_processes", "vllm_pd_proxy_front_processes",
-              "proxy_front_base_port", "vllm_pd_proxy_front_base_port", "proxy_port", "vllm_pd_proxy_port")
+              "proxy_front_base_port", "vllm_pd_proxy_front_base_port", "proxy_port", "vllm_pd_proxy_port",
+              "proxy_front_metrics_port", "vllm_pd_proxy_front_metrics_port")
+
+
+def front_metrics_port(view, h):
+    """(variable, raw value, port) of HAProxy's Prometheus exporter on host H: port is the TCP port (0: no exporter),
+    or None when H runs no proxy tier or the value is no port 0-65535 (rule_proxy_front names that)."""
+    front = view.first(h, "proxy_front", "vllm_pd_proxy_front", default=proxy_front.DEFAULT_FRONT)[1]
+    var, raw = view.first(h, "proxy_front_metrics_port", "vllm_pd_proxy_front_metrics_port",
+                          default=proxy_front.DEFAULT_METRICS_PORT)
+    port = as_int(raw)
+    valid = h in view.proxy and front == "haproxy" and port is not None and 0 <= port <= 65535
+    return var, raw, port if valid else None
 
 
 def rule_proxy(view):
@@ -79,6 +91,14 @@ def rule_proxy_front(view):
                 yield hfind(view, h, bvar, "the proxy processes' loopback ports %d-%d (%s=%d) include the proxy port "
                             "%s=%s that HAProxy binds" % (ports[0], ports[-1], bvar, base, pvar, show(raw_port)),
                             "move %s away from the proxy port, e.g. %s: %d" % (bvar, bvar, proxy_front.DEFAULT_BASE_PORT))
+        # (the proxy port, the group and the other ports of the host: rule_ports; the monitoring ports: rule_monitoring)
+        mvar, raw_metrics, metrics = front_metrics_port(view, h)
+        if metrics is None:
+            yield hfind(view, h, mvar, "%s=%s must be a TCP port (HAProxy's Prometheus exporter) or 0 for none"
+                        % (mvar, show(raw_metrics)), "write e.g. %s: %d" % (mvar, proxy_front.DEFAULT_METRICS_PORT))
+        elif metrics and n is not None and base is not None and metrics in proxy_front.process_ports(base, n):
+            yield hfind(view, h, mvar, "%s=%d is the loopback port of a proxy process" % (mvar, metrics),
+                        "give HAProxy's exporter a port of its own, e.g. %s: %d" % (mvar, proxy_front.DEFAULT_METRICS_PORT))
         if view.rollout == "rolling":
             yield hfind(view, h, var, "vllm_pd_rollout=rolling does not drive the proxy tier (%s=haproxy) yet: its "
                         "member changes go through one proxy's admin API" % var,

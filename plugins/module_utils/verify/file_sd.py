@@ -7,7 +7,9 @@ of ``{targets: [HOST:PORT], labels: {...}}`` (shared/docs/observability-bench.md
 
 Jobs: vllm_pd_prefill and vllm_pd_decode, every engine instance's API port (vLLM serves /metrics
 there, §B4); vllm_pd_proxy, every proxy's port for a blackbox HTTP probe of /healthcheck (neither the
-Mooncake nor the vllm-ascend proxy has /metrics, §B4). Labels: cluster, role, instance, host.
+Mooncake nor the vllm-ascend proxy has /metrics, §B4); vllm_pd_front, HAProxy's Prometheus exporter of each proxy
+host that runs the proxy tier (/metrics: each process of the proxy up or down, requests in flight, 5xx). Labels:
+cluster, role, instance, host.
 Pure: the plan in, plain data out.
 """
 
@@ -16,7 +18,7 @@ __metaclass__ = type
 
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.releases import runtime
 
-JOBS = ('vllm_pd_prefill', 'vllm_pd_decode', 'vllm_pd_proxy')
+JOBS = ('vllm_pd_prefill', 'vllm_pd_decode', 'vllm_pd_proxy', 'vllm_pd_front')
 # the proxy's health route the blackbox probe asks (the release table's, the same in every release it knows)
 PROXY_PATH = runtime(None)['proxy_health_route']
 
@@ -28,7 +30,8 @@ def endpoint(address, port):
 
 def scrape_targets(hosts):
     """{job: [{targets, labels}]} for HOSTS, a list of {host, cluster, address, prefill: [instance],
-    decode: [instance], proxy_port: int or None}; an instance is a pd_instances entry (name, api_port).
+    decode: [instance], proxy_port: int or None, front_metrics_port: int or None (no exporter)}; an instance is a
+    pd_instances entry (name, api_port).
     One entry per endpoint, in inventory order, so each target keeps labels of its own."""
     out = dict((job, []) for job in JOBS)
     for h in hosts:
@@ -41,4 +44,8 @@ def scrape_targets(hosts):
             out['vllm_pd_proxy'].append({
                 'targets': [endpoint(h['address'], int(h['proxy_port']))],
                 'labels': {'cluster': str(h['cluster']), 'role': 'proxy', 'instance': 'proxy', 'host': h['host']}})
+        if h.get('front_metrics_port'):
+            out['vllm_pd_front'].append({
+                'targets': [endpoint(h['address'], int(h['front_metrics_port']))],
+                'labels': {'cluster': str(h['cluster']), 'role': 'proxy', 'instance': 'front', 'host': h['host']}})
     return out

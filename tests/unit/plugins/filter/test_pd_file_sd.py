@@ -20,9 +20,13 @@ def _hostvars():
                 'vllm_pd_instances': {'prefill': prefill or [], 'decode': decode or []}}
     ext = engine_instances('prefill', 4, dp_size=2, dp_ranks=[0, 1], api_port=8100, kv_port=28000)
     return {
-        'p1': host('a', '10.0.30.10', prefill=engine_instances('prefill', 8, api_port=8100, kv_port=28000)),
-        'd1': host('a', '10.0.30.11', decode=engine_instances('decode', 8, api_port=8200, kv_port=28100)),
-        'p2': dict(host('b', 'fd00::10', prefill=ext), vllm_pd_proxy_port=9000),
+        # the proxy tier: HAProxy's exporter at its default port (p1), at the role variable's (p2); d1 runs no proxy
+        'p1': dict(host('a', '10.0.30.10', prefill=engine_instances('prefill', 8, api_port=8100, kv_port=28000)),
+                   vllm_pd_proxy_front='haproxy'),
+        'd1': dict(host('a', '10.0.30.11', decode=engine_instances('decode', 8, api_port=8200, kv_port=28100)),
+                   vllm_pd_proxy_front='haproxy'),
+        'p2': dict(host('b', 'fd00::10', prefill=ext), vllm_pd_proxy_port=9000, proxy_front='haproxy',
+                   proxy_front_metrics_port=9405),
         'd2': host('b', 'fd00::11', decode=engine_instances('decode', 8, api_port=8200, kv_port=28100)),
         'gone': {'vllm_pd_cluster': 'c'},  # not in this run: no plan, left out
     }
@@ -30,7 +34,7 @@ def _hostvars():
 
 def test_every_endpoint_with_its_labels():
     t = pd_file_sd(_hostvars(), ['p1', 'd1', 'p2', 'd2', 'gone'], ['p1', 'p2'])
-    assert sorted(t) == ['vllm_pd_decode', 'vllm_pd_prefill', 'vllm_pd_proxy']
+    assert sorted(t) == ['vllm_pd_decode', 'vllm_pd_front', 'vllm_pd_prefill', 'vllm_pd_proxy']
     assert t['vllm_pd_prefill'] == [
         {'targets': ['10.0.30.10:8100'], 'labels': {'cluster': 'a', 'role': 'prefill', 'instance': 'prefill', 'host': 'p1'}},
         {'targets': ['[fd00::10]:8100'], 'labels': {'cluster': 'b', 'role': 'prefill', 'instance': 'prefill-dp0', 'host': 'p2'}},
@@ -39,6 +43,16 @@ def test_every_endpoint_with_its_labels():
     assert t['vllm_pd_proxy'] == [
         {'targets': ['10.0.30.10:8000'], 'labels': {'cluster': 'a', 'role': 'proxy', 'instance': 'proxy', 'host': 'p1'}},
         {'targets': ['[fd00::10]:9000'], 'labels': {'cluster': 'b', 'role': 'proxy', 'instance': 'proxy', 'host': 'p2'}}]
+    assert t['vllm_pd_front'] == [
+        {'targets': ['10.0.30.10:8405'], 'labels': {'cluster': 'a', 'role': 'proxy', 'instance': 'front', 'host': 'p1'}},
+        {'targets': ['[fd00::10]:9405'], 'labels': {'cluster': 'b', 'role': 'proxy', 'instance': 'front', 'host': 'p2'}}]
+
+
+def test_no_exporter_target_without_the_tier_or_with_port_0():
+    hv = _hostvars()
+    hv['p1']['vllm_pd_proxy_front'] = 'none'
+    hv['p2']['proxy_front_metrics_port'] = 0
+    assert pd_file_sd(hv, ['p1', 'd1', 'p2', 'd2'], ['p1', 'p2'])['vllm_pd_front'] == []
 
 
 def _promtool(tmp_path, targets):

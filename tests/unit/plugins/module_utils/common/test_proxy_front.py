@@ -102,3 +102,10 @@ def test_each_process_gets_its_port_file_and_its_start_guard():
     # what the start guard reads (the keys the engine role's guard entry point writes)
     assert json.loads(guard['content']) == dict(unit='vllm-pd-proxy@2.service', host_ip='127.0.0.1', address_wait=0,
                                                 ports=[dict(port=18002, what='proxy process')])
+
+
+def test_haproxys_prometheus_exporter_listens_on_its_own_port_only_when_asked():
+    text = config(metrics_port=8405)
+    assert section(text, 'frontend metrics') == [
+        'bind 10.0.0.5:8405', 'no log', 'http-request use-service prometheus-exporter if { path %s }' % F.METRICS_PATH]
+    assert 'frontend metrics' not in config() and 'frontend metrics' not in config(metrics_port=0)

@@ -62,3 +62,21 @@ def test_a_rolling_change_with_the_tier_is_refused_for_now():
 
 def test_the_rule_runs_in_the_inventory_check():
     assert rule_proxy_front in ir.RULES
+
+
+@pytest.mark.parametrize('port, what', [(-1, 'must be a TCP port'), (70000, 'must be a TCP port'), ('x', 'must be a TCP port'),
+                                        (8000, 'are both 8000 on one host'), (18002, 'the loopback port of a proxy process')])
+def test_the_exporter_port_is_a_port_of_its_own(port, what):
+    [f] = findings(view(vllm_pd_proxy_front='haproxy', vllm_pd_proxy_front_metrics_port=port))
+    assert f['variable'] == 'vllm_pd_proxy_front_metrics_port' and what in f['message'], f
+    assert ir.inventory_errors(view(vllm_pd_proxy_front='haproxy', vllm_pd_proxy_front_metrics_port=0)) == []
+
+
+def test_the_exporter_port_is_a_pd_port_for_the_group_and_the_monitoring_ports():
+    inside = [f for f in ir.inventory_errors(view(vllm_pd_proxy_front='haproxy', vllm_pd_proxy_front_metrics_port=30001))
+              if f['variable'] == 'vllm_pd_proxy_front_metrics_port']
+    assert len(inside) == 1 and 'lies inside the prefill port group' in inside[0]['message'], inside
+    [f] = ir.inventory_errors(view(vllm_pd_proxy_front='haproxy', vllm_pd_monitoring_ports=[3000, 8405]))
+    assert f['check'] == 'MonitoringPortCollision' and "HAProxy's Prometheus exporter port 8405" in f['message'], f
+    # without the tier nothing listens there
+    assert ir.inventory_errors(view(vllm_pd_monitoring_ports=[3000, 8405])) == []
