@@ -65,7 +65,9 @@ def test_deploy_writes_file_sd_that_lists_every_instance_and_answers(two, tmp_pa
     r = lab.playbook("playbooks/deploy_pd.yml", "-e", f"vllm_pd_prometheus_file_sd_dir={sd}")
     assert r.stdout.count("KV moved P -> D for") == 2, r.stdout[-3000:]
     jobs = {f.stem: yaml.safe_load(f.read_text()) for f in sd.glob("*.yml")}
-    assert sorted(jobs) == ["vllm_pd_decode", "vllm_pd_prefill", "vllm_pd_proxy"]
+    # vllm_pd_front (HAProxy's exporter of the proxy tier) is written too, empty: these clusters run no tier
+    assert sorted(jobs) == ["vllm_pd_decode", "vllm_pd_front", "vllm_pd_prefill", "vllm_pd_proxy"]
+    assert jobs["vllm_pd_front"] == []
     want = {}
     for h, v in lab.hosts.items():
         for role, port in (("prefill", 8100), ("decode", 8200), ("proxy", 8000)):

@@ -41,8 +41,10 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.smoke import
 # What the proxy cannot say itself, named from outside (upstream-compat.md part 1 #3, #4):
 # - a leaked count (0.23.0.post1: a client that disconnects while P computes cancels the handler before it
 #   gives its count back, so /healthcheck request_num stays above 0 for good, an isolated member is never
-#   dropped): request_num above 0 while every member's /metrics shows nothing running or waiting, read twice
-#   LEAK_GAP s apart. leave and join answer "leaked" then (ProxyCountLeaked), before anything is removed.
+#   dropped): request_num above 0 while every member's /metrics shows nothing running or waiting, at LEAK_READS
+#   reads LEAK_GAP s apart (on a loaded lab, requests in flight between P and D matched two reads 3 s apart; five in
+#   a row is far less likely, and a real leak matches every read).
+#   leave and join answer "leaked" then (ProxyCountLeaked), before anything is removed.
 # - a dead listener thread (a remove of a member still waiting to be admitted taints a key the proxy does not
 #   serve; admitting it later raises KeyError in that thread): an added member that answers /v1/models (with
 #   the proxy's own OPENAI_API_KEY) is never admitted. join answers "listener-dead" (ProxyListenerDead).
@@ -69,7 +71,8 @@ TIMEOUT = 60
 # the proxy's admin routes and /healthcheck share its one event loop with every request it serves: on a busy
 # host they can take seconds to answer
 ADMIN_TIMEOUT = 30
-LEAK_GAP = 3.0
+LEAK_GAP = 1.5
+LEAK_READS = 5
 # what it sends to and reads from the proxy and the engines: the release table's facts of the newest supported
 # release (its routes, count key, options and gauges are the same in every release with the admin API)
 UP = runtime(None)
@@ -182,9 +185,9 @@ def busy_members(listed):
 
 
 def health(url, gap=LEAK_GAP, sleep=time.sleep):
-    """'leaked' when the proxy counts requests in flight while no member has one, at two reads GAP s apart;
-    'busy' when a member has work (the count may be real); 'ok' when it counts none."""
-    for read in range(2):
+    """'leaked' when the proxy counts requests in flight while no member has one, at LEAK_READS reads GAP s apart;
+    'busy' when a member has work at one of them (the count may be real); 'ok' when it counts none."""
+    for read in range(LEAK_READS):
         if read:
             sleep(gap)
         count = healthcheck(url).get(COUNT)

@@ -260,7 +260,7 @@ def test_a_count_left_behind_with_every_member_idle_is_named_leaked_before_any_r
     marker = str(tmp_path / 'm.json')
     sched.request_num = 1                       # a client gone while P computed (0.23): never given back
     slept = []
-    assert member.health(url, sleep=slept.append) == ('leaked', 1) and slept == [member.LEAK_GAP]
+    assert member.health(url, sleep=slept.append) == ('leaked', 1) and slept == [member.LEAK_GAP] * (member.LEAK_READS - 1)
     state, listed = member.leave(url, 'decode', D1, marker, '42', sleep=slept.append)
     assert state == 'leaked' and D1 in listed and not sched.decode_tainted() and not os.path.exists(marker)
     sched.busy.append(D2)                       # a member with work: the count may be real
