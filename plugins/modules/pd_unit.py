@@ -214,8 +214,13 @@ def main():
         result.update(replaced=old, port_refused_s=None)
     watch = {}
 
+    def disable_old():
+        """Stop and disable the replaced unit; systemctl's words when it failed, else None."""
+        rc, out, err = module.run_command(['systemctl', 'disable', '--now', '--', old])
+        return 'systemctl disable --now %s: %s' % (old, (err or out).strip()) if rc != 0 else None
+
     def stop_old():
-        """Stop and disable the replaced unit, with the port tried from before the stop (a thread)."""
+        """disable_old, with the port tried from before the stop (a thread)."""
         watch['stopped'] = threading.Event()
 
         def run_watch():
@@ -223,11 +228,10 @@ def main():
         watch['thread'] = threading.Thread(target=run_watch)
         watch['thread'].daemon = True
         watch['thread'].start()
-        rc, out, err = module.run_command(['systemctl', 'disable', '--now', '--', old])
-        if rc != 0:
+        error = disable_old()
+        if error:
             watch['stopped'].set()
-            return 'systemctl disable --now %s: %s' % (old, (err or out).strip())
-        return None
+        return error
 
     if p['start']:
         actions, error = start(unit, p['restart'], p['daemon_reload'], module.run_command, module.check_mode,
@@ -241,10 +245,9 @@ def main():
             module.fail_json(msg='\n'.join(start_failure(unit, p['host'], error, journal(module, unit, 20))), **result)
         if old and not module.check_mode:
             if 'thread' not in watch:  # this unit already ran: the replaced one only stops
-                rc, out, err = module.run_command(['systemctl', 'disable', '--now', '--', old])
-                if rc != 0:
-                    module.fail_json(msg='%s on %s: systemctl disable --now %s: %s' % (
-                        unit, p['host'], old, (err or out).strip()), **result)
+                error = disable_old()
+                if error:
+                    module.fail_json(msg='%s on %s: %s' % (unit, p['host'], error), **result)
             else:
                 watch['thread'].join(replaces['timeout'])
                 watch['stopped'].set()

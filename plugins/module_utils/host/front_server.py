@@ -55,27 +55,20 @@ def runtime_command(path, command, timeout=5.0):
         sock.close()
 
 
-def parse_stat(text, backend, server):
-    """The row of BACKEND/SERVER in `show stat` (CSV, header '# pxname,svname,...') as a dict, or None."""
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith('#'):
-        return None
-    head = lines[0].lstrip('# ').split(',')
-    for line in lines[1:]:
-        row = dict(zip(head, line.split(',')))
-        if row.get('pxname') == backend and row.get('svname') == server:
-            return row
-    return None
-
-
 def server_rows(text, backend):
-    """The rows of BACKEND's servers in `show stat`, in order (not its FRONTEND and BACKEND totals)."""
+    """The rows of BACKEND's servers in `show stat` (CSV, header '# pxname,svname,...') as dicts, in order (not its
+    FRONTEND and BACKEND totals)."""
     lines = text.splitlines()
     if not lines or not lines[0].startswith('#'):
         return []
     head = lines[0].lstrip('# ').split(',')
     rows = [dict(zip(head, line.split(','))) for line in lines[1:] if line.strip()]
     return [r for r in rows if r.get('pxname') == backend and r.get('svname') not in ('FRONTEND', 'BACKEND')]
+
+
+def parse_stat(text, backend, server):
+    """The row of BACKEND/SERVER in `show stat` as a dict, or None."""
+    return next((r for r in server_rows(text, backend) if r.get('svname') == server), None)
 
 
 def read_tier(command, backend=proxy_front.BACKEND):
