@@ -47,8 +47,8 @@ def stat():
     return dict((r["svname"], r) for r in rows if r["svname"].startswith("proxy"))
 def pid():
     return subprocess.check_output(["systemctl", "show", "-p", "MainPID", "--value", UNIT]).decode().strip()
-before, old = stat(), pid()
-t0 = time.monotonic(); os.kill(int(old), 9)
+old = pid()  # before the count: a request reaching the process between the count and the kill is not counted
+before = stat(); t0 = time.monotonic(); os.kill(int(old), 9)
 down = restart = up = None; status = ""
 while time.monotonic() - t0 < 60:
     status = stat()["proxy1"]["status"]; t = time.monotonic() - t0
