@@ -662,6 +662,8 @@ def test_metrics(upstream):
     # the host scripts' gauges (busy_gauges): exported, and gauges (no _total/_bucket series)
     assert set(upstream.entry['busy_gauges']) <= set(upstream.entry['metrics'])
     assert [_base(n) for n in upstream.entry['busy_gauges']] == list(upstream.entry['busy_gauges'])
+    # the counter proxy_member.py reads between its leak reads: exported, and a counter
+    assert upstream.entry['served_counter'] in upstream.entry['metrics'] and upstream.entry['served_counter'].endswith('_total')
     # the table's metric_names: a name exported, a fallback chain (newest first) with its newest name exported
     for role, names in sorted(upstream.entry['metric_names'].items()):
         names = names if isinstance(names, tuple) else (names,)
@@ -1165,7 +1167,7 @@ def test_proxy_member_script(upstream):
     tree = uc.parse(ROOT / 'roles/proxy/files/proxy_member.py')
     assert sorted(uc.str_constants(tree, r'/[a-z_/.]+') - {'/openapi.json'}) == []
     assert {'proxy_health_route', 'proxy_add_route', 'proxy_remove_route', 'proxy_completions_route', 'proxy_count_key',
-            'proxy_wait_flags', 'engine_routes', 'busy_gauges'} <= _table_reads(tree, 'UP')
+            'proxy_wait_flags', 'engine_routes', 'busy_gauges', 'served_counter'} <= _table_reads(tree, 'UP')
     read = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and uc.call_name(node.comparators[0]) == 'healthcheck':

@@ -30,7 +30,8 @@ UPSTREAM_KEYS = ('connector', 'connector_module', 'host_ip_env', 'proxy_flags', 
                  'metrics', 'serve_flags', 'kv_config_keys', 'kv_roles', 'engine_env_names', 'engine_routes',
                  'abort_env', 'dense_dp_keeps_rank', 'window_env', 'pd_match_env', 'intra_roce_env', 'api_key_env',
                  'log_path_env', 'transfer_timeout_env', 'metric_names', 'serve_aliases', 'bench_flags', 'proxy_admin_answer',
-                 'request_id_header', 'proxy_api_key_env', 'wheel_proxy_module', 'proxy_member_counts')
+                 'request_id_header', 'proxy_api_key_env', 'wheel_proxy_module', 'proxy_member_counts',
+                 'served_counter')
 
 
 def _strings(value):

@@ -193,6 +193,9 @@ def _release(**facts):
         metric_names=_METRIC_NAMES,
         # the gauges of requests running and waiting on an engine: what the drain probes and proxy_member.py read
         busy_gauges=_METRICS_COMMON[:2],
+        # the counter of requests an engine finished: proxy_member.py names a leaked proxy count only while it stays
+        # still on every member (steady traffic moves it between reads that found every member idle)
+        served_counter=_METRICS_COMMON[3],
         # kv_connector_extra_config keys the connector reads (prefill/decode sub-dicts).
         extra_config_keys=('prefill.tp_size', 'prefill.dp_size', 'prefill.pp_size', 'prefill.pp_layer_partition',
                            'decode.tp_size', 'decode.dp_size', 'decode.pp_size'),

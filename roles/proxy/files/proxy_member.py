@@ -42,8 +42,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.smoke import
 # - a leaked count (0.23.0.post1: a client that disconnects while P computes cancels the handler before it
 #   gives its count back, so /healthcheck request_num stays above 0 for good, an isolated member is never
 #   dropped): request_num above 0 while every member's /metrics shows nothing running or waiting, at LEAK_READS
-#   reads LEAK_GAP s apart (on a loaded lab, requests in flight between P and D matched two reads 3 s apart; five in
-#   a row is far less likely, and a real leak matches every read).
+#   reads LEAK_GAP s apart, and no member finished a request between the first read and the last (served_counter).
+#   Requests in transit between the proxy, P and D are on no member's gauges: on a loaded lab, steady traffic
+#   matched the gauges at every read, but it moves the counter; a real leak with no traffic moves nothing.
 #   leave and join answer "leaked" then (ProxyCountLeaked), before anything is removed.
 # - a dead listener thread (a remove of a member still waiting to be admitted taints a key the proxy does not
 #   serve; admitting it later raises KeyError in that thread): an added member that answers /v1/models (with
@@ -76,8 +77,9 @@ LEAK_READS = 5
 # what it sends to and reads from the proxy and the engines: the release table's facts of the newest supported
 # release (its routes, count key, options and gauges are the same in every release with the admin API)
 UP = runtime(None)
-# the running and waiting gauges of an engine
+# the running and waiting gauges of an engine, and its counter of finished requests
 GAUGES = UP["busy_gauges"]
+SERVED = UP["served_counter"]
 # the proxy-global count of requests in flight, a key of its /healthcheck where the release has it (0.23)
 COUNT = UP["proxy_count_key"]
 ADMIN = {"add": UP["proxy_add_route"], "remove": UP["proxy_remove_route"]}
@@ -171,29 +173,40 @@ def gauges(text):
     return sum(totals(text, GAUGES).values())
 
 
-def busy_members(listed):
-    """The members whose /metrics show a request running or waiting, or cannot be read (unknown: not idle)."""
-    out = []
+def member_work(listed):
+    """(the members whose /metrics show a request running or waiting, or cannot be read (unknown: not idle),
+    the requests the readable members have finished in all)."""
+    busy, served = [], 0.0
     for member in listed["prefill"] + listed["decode"]:
         try:
             with urllib.request.urlopen("http://%s%s" % (member, UP["engine_routes"]["metrics"]), timeout=10) as r:
-                if gauges(r.read().decode("utf-8", "replace")):
-                    out.append(member)
+                text = r.read().decode("utf-8", "replace")
+            if gauges(text):
+                busy.append(member)
+            served += totals(text, (SERVED,))[SERVED]
         except (OSError, ValueError) as exc:
-            out.append("%s (%s)" % (member, exc))
-    return out
+            busy.append("%s (%s)" % (member, exc))
+    return busy, served
+
+
+def busy_members(listed):
+    return member_work(listed)[0]
 
 
 def health(url, gap=LEAK_GAP, sleep=time.sleep):
-    """'leaked' when the proxy counts requests in flight while no member has one, at LEAK_READS reads GAP s apart;
-    'busy' when a member has work at one of them (the count may be real); 'ok' when it counts none."""
+    """'leaked' when the proxy counts requests in flight while no member has one and no member finishes one, at
+    LEAK_READS reads GAP s apart; 'busy' when a member has work at one of them or finished a request between them
+    (the count may be real); 'ok' when it counts none."""
+    first_served = None
     for read in range(LEAK_READS):
         if read:
             sleep(gap)
         count = healthcheck(url).get(COUNT)
         if not count:
             return "ok", count or 0
-        if busy_members(lists(url)):
+        busy, served = member_work(lists(url))
+        first_served = served if first_served is None else first_served
+        if busy or served != first_served:
             return "busy", count
     return "leaked", count
 

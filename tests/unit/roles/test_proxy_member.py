@@ -94,8 +94,8 @@ def listener_pass(px, sched, probe):
 def proxy(upstream, monkeypatch):
     px = upstream
     sched = px.SharedProxyScheduler([('10.0.0.1', 8100)], [('10.0.0.2', 8200), ('10.0.0.3', 8200)])
-    busy = []
-    monkeypatch.setattr(member, 'busy_members', lambda listed: list(busy))
+    busy, served = [], [0]   # served: the members' finished requests in all, one value per read (the last repeats)
+    monkeypatch.setattr(member, 'member_work', lambda listed: (list(busy), served.pop(0) if len(served) > 1 else served[0]))
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -125,6 +125,7 @@ def proxy(upstream, monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     sched.probe = lambda probe: listener_pass(px, sched, probe)
     sched.busy = busy
+    sched.served = served
     sched.decode_tainted = lambda: sched._pool(px.ServerRole.DECODE).tainted
     yield sched, 'http://127.0.0.1:%d' % server.server_address[1]
     server.shutdown()
@@ -263,6 +264,9 @@ def test_a_count_left_behind_with_every_member_idle_is_named_leaked_before_any_r
     assert member.health(url, sleep=slept.append) == ('leaked', 1) and slept == [member.LEAK_GAP] * (member.LEAK_READS - 1)
     state, listed = member.leave(url, 'decode', D1, marker, '42', sleep=slept.append)
     assert state == 'leaked' and D1 in listed and not sched.decode_tainted() and not os.path.exists(marker)
+    sched.served[:] = [7, 7, 8]                 # every member idle at each read, but one finished a request meanwhile:
+    assert member.health(url, sleep=slept.append)[0] == 'busy'  # traffic in transit between them, not a leak
+    sched.served[:] = [8]
     sched.busy.append(D2)                       # a member with work: the count may be real
     assert member.health(url, sleep=slept.append)[0] == 'busy'
     sched.request_num = 0
@@ -378,3 +382,37 @@ def test_state_without_a_live_change_or_an_answer_reads_no_members(monkeypatch, 
     monkeypatch.setattr(member, 'routes', lambda url: False)
     member.main(['state', 'http://x', '/nonexistent', 'auto', 'yes', 'yes'])
     assert json.loads(capsys.readouterr().out) == {'admin': False, 'active': 'active', 'answer': None}
+
+
+def test_member_work_reads_the_gauges_and_sums_the_finished_requests_of_every_member():
+    """Two members' /metrics as vLLM renders them (a counter per finish reason): one idle, one running; a third
+    with a garbled gauge is busy (unknown) and adds nothing to the finished count."""
+    texts = {'/idle': 'vllm:num_requests_running{engine="0"} 0.0\nvllm:num_requests_waiting{engine="0"} 0.0\n'
+                      'vllm:request_success_total{engine="0",finished_reason="length"} 5.0\n'
+                      'vllm:request_success_total{engine="0",finished_reason="stop"} 2.0\n',
+             '/busy': 'vllm:num_requests_running{engine="0"} 1.0\nvllm:num_requests_waiting{engine="0"} 0.0\n'
+                      'vllm:request_success_total{engine="0",finished_reason="length"} 3.0\n',
+             '/garbled': 'vllm:num_requests_running{engine="0"} one\n'
+                         'vllm:request_success_total{engine="0",finished_reason="length"} 4.0\n'}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 - http.server's name
+            # each member is told apart by a path prefix the engine route follows
+            data = texts['/' + self.path.split('/')[1]].encode()
+            self.send_response(200)
+            self.send_header('Content-Length', str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        here = '127.0.0.1:%d' % server.server_address[1]
+        busy, served = member.member_work({'prefill': [here + '/idle'], 'decode': [here + '/busy', here + '/garbled']})
+    finally:
+        server.shutdown()
+    assert busy[0] == here + '/busy' and busy[1].startswith(here + '/garbled (') and len(busy) == 2
+    assert served == 10
