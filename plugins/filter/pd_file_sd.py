@@ -56,15 +56,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.proxy_front import DEFAULT_FRONT, DEFAULT_METRICS_PORT
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.proxy_front import metrics_port
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify.file_sd import scrape_targets
-
-
-def _front_metrics_port(hv):
-    """The port of HAProxy's exporter on a proxy host that runs the proxy tier (as the proxy role reads it), else None."""
-    if hv.get('proxy_front', hv.get('vllm_pd_proxy_front', DEFAULT_FRONT)) != 'haproxy':
-        return None
-    return int(hv.get('proxy_front_metrics_port', hv.get('vllm_pd_proxy_front_metrics_port', DEFAULT_METRICS_PORT))) or None
 
 
 def pd_file_sd(hostvars, hosts, proxies=None):
@@ -79,7 +72,7 @@ def pd_file_sd(hostvars, hosts, proxies=None):
                 'prefill': hv['vllm_pd_instances'].get('prefill') or [],
                 'decode': hv['vllm_pd_instances'].get('decode') or [],
                 'proxy_port': int(hv.get('vllm_pd_proxy_port', 8000)) if h in (proxies or []) else None,
-                'front_metrics_port': _front_metrics_port(hv) if h in (proxies or []) else None})
+                'front_metrics_port': (metrics_port(hv)[2] or None) if h in (proxies or []) else None})
         except (KeyError, TypeError, ValueError) as exc:
             raise AnsibleFilterError('pd_file_sd: host %s: %s' % (h, exc))
     return scrape_targets(records)

@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 
 # vllm_pd_proxy_front: 'none' keeps one proxy process on the proxy port (its admin API changes members);
 # 'haproxy' puts HAProxy there, in front of proxy_front_processes processes of the proxy on 127.0.0.1
@@ -24,6 +25,9 @@ LOOPBACK = '127.0.0.1'
 # HAProxy's built-in Prometheus exporter (a service of Debian's haproxy 2.6 build) on the proxy host's address; 0: none
 DEFAULT_METRICS_PORT = 8405
 METRICS_PATH = '/metrics'
+# the variables a proxy host chooses the front and the exporter's port with: the role variable before the vllm_pd_ one
+FRONT_VARS = ('proxy_front', 'vllm_pd_proxy_front')
+METRICS_PORT_VARS = ('proxy_front_metrics_port', 'vllm_pd_proxy_front_metrics_port')
 # the front's own unit and files: never the distribution's haproxy.service nor /etc/haproxy
 FRONT_UNIT = 'vllm-pd-front.service'
 FRONT_CONFIG = '/etc/vllm-pd/front.cfg'
@@ -55,6 +59,18 @@ CHECK = dict(inter='1s', fastinter='500ms', downinter='1s', fall=2, rise=2)
 def process_ports(base_port, processes):
     """The loopback ports of processes 1..PROCESSES."""
     return [int(base_port) + k for k in range(int(processes))]
+
+
+def metrics_port(hostvars):
+    """(variable, raw value, port) of HAProxy's Prometheus exporter as a proxy host's variables (HOSTVARS, a mapping)
+    set it: the role variable before the vllm_pd_ one, DEFAULT_METRICS_PORT when neither is set. Port is the TCP port
+    (0: no exporter), or None when the host runs no proxy tier or the value is no port 0-65535. The one reading of it
+    for the inventory check, the preflight's port check and the monitoring targets."""
+    front = next((hostvars[v] for v in FRONT_VARS if v in hostvars), DEFAULT_FRONT)
+    var = next((v for v in METRICS_PORT_VARS if v in hostvars), METRICS_PORT_VARS[-1])
+    raw = hostvars.get(var, DEFAULT_METRICS_PORT)
+    port = int(raw) if not isinstance(raw, bool) and re.match(r'^[0-9]+$', str(raw)) else None
+    return var, raw, port if front == 'haproxy' and port is not None and port <= 65535 else None
 
 
 def process_units(processes):

@@ -19,14 +19,11 @@ FRONT_VARS = ("proxy_front", "vllm_pd_proxy_front", "proxy_front_processes", "vl
 
 
 def front_metrics_port(view, h):
-    """(variable, raw value, port) of HAProxy's Prometheus exporter on host H: port is the TCP port (0: no exporter),
-    or None when H runs no proxy tier or the value is no port 0-65535 (rule_proxy_front names that)."""
-    front = view.first(h, "proxy_front", "vllm_pd_proxy_front", default=proxy_front.DEFAULT_FRONT)[1]
-    var, raw = view.first(h, "proxy_front_metrics_port", "vllm_pd_proxy_front_metrics_port",
-                          default=proxy_front.DEFAULT_METRICS_PORT)
-    port = as_int(raw)
-    valid = h in view.proxy and front == "haproxy" and port is not None and 0 <= port <= 65535
-    return var, raw, port if valid else None
+    """(variable, raw value, port) of HAProxy's Prometheus exporter on host H (proxy_front.metrics_port): port is the
+    TCP port (0: no exporter), or None when H is no proxy host, runs no proxy tier or the value is no port 0-65535
+    (rule_proxy_front names that)."""
+    var, raw, port = proxy_front.metrics_port(view.hostvars.get(h, {}))
+    return var, raw, port if h in view.proxy else None
 
 
 def rule_proxy(view):

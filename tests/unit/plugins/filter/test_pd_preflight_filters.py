@@ -61,3 +61,11 @@ def test_pd_api_port_checks():
     checks = one(ApiPorts, 'pd_api_port_checks')
     assert checks(INSTANCES, []) == [{'what': 'p0 API', 'port': 9000, 'var': 'prefill_api_port'}]
     assert checks(INSTANCES, ['vllm-pd-prefill-0.service']) == []
+
+
+def test_the_preflight_checks_the_exporter_port_the_inventory_check_reads():
+    from ansible_collections.vllm_pd.ascend.plugins.filter.pd_front_metrics_port import pd_front_metrics_port
+    assert pd_front_metrics_port({'vllm_pd_proxy_front': 'haproxy'}) == 8405
+    assert pd_front_metrics_port({'vllm_pd_proxy_front': 'haproxy', 'proxy_front_metrics_port': '9100'}) == 9100
+    assert pd_front_metrics_port({'vllm_pd_proxy_front_metrics_port': 9100}) == 0         # no tier
+    assert pd_front_metrics_port({'vllm_pd_proxy_front': 'haproxy', 'vllm_pd_proxy_front_metrics_port': 'x'}) == 0

@@ -109,3 +109,35 @@ def test_haproxys_prometheus_exporter_listens_on_its_own_port_only_when_asked():
     assert section(text, 'frontend metrics') == [
         'bind 10.0.0.5:8405', 'no log', 'http-request use-service prometheus-exporter if { path %s }' % F.METRICS_PATH]
     assert 'frontend metrics' not in config() and 'frontend metrics' not in config(metrics_port=0)
+
+
+@pytest.mark.parametrize('hostvars, expected', [
+    ({}, ('vllm_pd_proxy_front_metrics_port', F.DEFAULT_METRICS_PORT, None)),                       # no tier
+    ({'vllm_pd_proxy_front': 'haproxy'}, ('vllm_pd_proxy_front_metrics_port', F.DEFAULT_METRICS_PORT, F.DEFAULT_METRICS_PORT)),
+    ({'vllm_pd_proxy_front': 'haproxy', 'vllm_pd_proxy_front_metrics_port': '9100'},
+     ('vllm_pd_proxy_front_metrics_port', '9100', 9100)),
+    # the role variable wins, for the front as for the port
+    ({'vllm_pd_proxy_front': 'none', 'proxy_front': 'haproxy', 'vllm_pd_proxy_front_metrics_port': 9100,
+      'proxy_front_metrics_port': 0}, ('proxy_front_metrics_port', 0, 0)),
+    ({'proxy_front': 'none', 'vllm_pd_proxy_front': 'haproxy'}, ('vllm_pd_proxy_front_metrics_port', F.DEFAULT_METRICS_PORT, None)),
+    # no port: None (the inventory check names it)
+    ({'vllm_pd_proxy_front': 'haproxy', 'vllm_pd_proxy_front_metrics_port': 70000}, ('vllm_pd_proxy_front_metrics_port', 70000, None)),
+    ({'vllm_pd_proxy_front': 'haproxy', 'vllm_pd_proxy_front_metrics_port': True}, ('vllm_pd_proxy_front_metrics_port', True, None)),
+    ({'vllm_pd_proxy_front': 'haproxy', 'vllm_pd_proxy_front_metrics_port': -1}, ('vllm_pd_proxy_front_metrics_port', -1, None)),
+    ({'vllm_pd_proxy_front': 'haproxy', 'vllm_pd_proxy_front_metrics_port': '84o5'}, ('vllm_pd_proxy_front_metrics_port', '84o5', None)),
+])
+def test_the_exporter_port_is_read_one_way_for_every_reader(hostvars, expected):
+    assert F.metrics_port(hostvars) == expected
+
+
+def test_the_roles_default_exporter_port_is_the_module_utils_one():
+    """The proxy role's default and its argument spec say the port metrics_port falls back to."""
+    import os
+    import yaml
+    root = os.path.join(os.path.dirname(__file__), *(['..'] * 5))
+    with open(os.path.join(root, 'roles', 'proxy', 'defaults', 'main.yml'), encoding='utf-8') as f:
+        default = yaml.safe_load(f)['proxy_front_metrics_port']
+    with open(os.path.join(root, 'roles', 'proxy', 'meta', 'argument_specs.yml'), encoding='utf-8') as f:
+        spec = yaml.safe_load(f)['argument_specs']['main']['options']['proxy_front_metrics_port']
+    assert default == '{{ vllm_pd_proxy_front_metrics_port | default(%d) }}' % F.DEFAULT_METRICS_PORT
+    assert spec['default'] == F.DEFAULT_METRICS_PORT
