@@ -3,7 +3,9 @@ lab/gen-inventory (1P2D, hosts pd-p57, pd-d57-1, pd-d57-2), every stand-in insta
 taken from the 0.18.0 sdist (lab/install-proxy), removed at the end. What differs from 0.23 and is proved here:
 - the preflight reads 0.18.0 and the proxy runs 0.18's script (its /healthcheck has no request_num);
 - the benchmark parses 0.18's KV line ("took X ms (G groups, B blocks). local_ip ...") into times per P -> D pair;
-- a rolling decode change under load rejoins each D through 0.18's proxy (it un-taints a member on add).
+- a rolling decode change under load rejoins each D through 0.18's proxy (it un-taints a member on add);
+- the proxy tier (issue 37) runs 0.18's proxy: the single proxy hands the port to HAProxy, and a change of the
+  proxy's arguments under a closed loop recycles each process, ready once 0.18's /healthcheck counts its members.
 """
 import hashlib
 import json
@@ -15,8 +17,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
-from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import releases
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common import proxy_front, releases
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.verify import loadgen
 from conftest import ROOT, Lab, own_lab
 
@@ -152,3 +155,59 @@ def test_a_rolling_decode_change_rejoins_through_the_0_18_proxy_under_load(rel18
     # both D are back in the same proxy process, which serves with them
     assert members(lab) == all_members
     assert healthcheck(lab) == {"status": "ok", "prefill_instances": 1, "decode_instances": 2}
+
+
+def tier_inventory(lab, name, wait_interval):
+    """LAB's inventory with the proxy tier and the proxy's --waiting-retry-interval WAIT_INTERVAL (in the cluster's
+    group vars, where the fixture set it), D where the rolling test above left it (D_ENV)."""
+    base = Path(lab.inventory)
+    out = base.parent / f"{base.name}-{name}"
+    shutil.copytree(base, out)
+    (out / "group_vars" / "all" / "change.yml").write_text(D_ENV)
+    cluster_vars = out / "group_vars" / "cluster_lab57.yml"
+    values = yaml.safe_load(cluster_vars.read_text())
+    values.update({"vllm_pd_proxy_front": "haproxy", "proxy_extra_args": ["--waiting-retry-interval", wait_interval]})
+    cluster_vars.write_text(yaml.safe_dump(values))
+    return Lab(out)
+
+
+def process_pids(lab):
+    return {u: main_pid(lab, P, u) for u in proxy_front.process_units(proxy_front.DEFAULT_PROCESSES)}
+
+
+def test_the_proxy_tier_runs_0_18s_proxy_and_recycles_it_under_a_closed_loop(rel18):
+    """Issue 37 with 0.18.0's example proxy: the single proxy hands port 8000 to HAProxy, the smoke request goes
+    through it; then a change of the proxy's arguments under 3 closed-loop clients recycles each process (drained in
+    HAProxy, restarted, ready once its /healthcheck counts 1 P and 2 D) with no failed request."""
+    lab = rel18
+    tier = tier_inventory(lab, "tier", "0.2")
+    try:
+        r = tier.playbook("playbooks/deploy_pd.yml", check=False)
+    finally:
+        tier.close()
+    text = " ".join(r.stdout.split())
+    assert r.returncode == 0 and "the proxy tier took proxy port 8000 over from the single proxy" in text, r.stdout[-5000:]
+    assert "KV moved P -> D for" in r.stdout
+    assert lab.unit(P, proxy_front.FRONT_UNIT) == ("enabled", "active")
+    before = process_pids(lab)
+    for unit in before:
+        assert PROXY in lab.run(P, f"tr '\\0' ' ' < /proc/{before[unit]}/cmdline").stdout
+    assert healthcheck(lab) == {"status": "ok", "prefill_instances": 1, "decode_instances": 2}  # through HAProxy
+
+    changed = tier_inventory(lab, "tier-args", "0.5")
+    spec = loadgen.LoadSpec(url(lab), rate=None, concurrency=3, count=10 ** 6, max_tokens=8, timeout=60, guard=lab.guard)
+    bg = loadgen.Background(spec).start()
+    try:
+        r = changed.playbook("playbooks/deploy_pd.yml", check=False)
+    finally:
+        result = bg.stop_and_wait()
+        changed.close()
+    print(f"\n0.18.0 proxy arguments changed under 3 closed-loop clients: rc {r.returncode}; completed "
+          f"{result['completed']} failed {result['failed']} in {result['duration_s']:.1f} s; errors {result['errors'][:3]}")
+    assert r.returncode == 0, Lab.failures(r)
+    after = process_pids(lab)
+    assert all(after[u] not in ("0", before[u]) for u in before), (before, after)
+    for unit in after:
+        assert "--waiting-retry-interval 0.5" in lab.run(P, f"tr '\\0' ' ' < /proc/{after[unit]}/cmdline").stdout
+    assert result["failed"] == 0, result["errors"]
+    assert result["completed"] >= 20, result
