@@ -45,13 +45,6 @@ def cluster(tmp_path_factory):
         without.close()
 
 
-def failures(r):
-    """The failed tasks of a run (the tail of a long run's output may not hold them)."""
-    lines = r.stdout.splitlines()
-    return "\n".join(line[:2000] for i, line in enumerate(lines) if line.startswith(("fatal:", "failed:"))
-                     or (i and lines[i - 1].startswith("TASK [") and "fatal" in line)) or r.stdout[-6000:]
-
-
 def members(lab):
     ip = lab.hosts[P]["data_ip"]
     lab.guard(ip)
@@ -98,7 +91,7 @@ def test_remove_orphans_takes_it_out_of_the_proxy_then_removes_it_under_load(clu
         result = bg.stop_and_wait()
     print(f"\nremove the orphan D under load: completed {result['completed']} failed {result['failed']} in "
           f"{result['duration_s']:.1f} s; errors {result['errors'][:3]}")
-    assert r.returncode == 0, failures(r)
+    assert r.returncode == 0, Lab.failures(r)
     text = " ".join(r.stdout.split())
     assert ORPHAN in text and "will be taken out of the proxy, drained, stopped, disabled and removed" in text
     assert result["failed"] == 0 and result["completed"] >= 20, result

@@ -94,9 +94,11 @@ CLOSED_BY_ITS_PROCESS = frozenset(['FIN_WAIT1', 'FIN_WAIT2', 'CLOSING', 'LAST_AC
 def split_holders(holders, is_owner):
     """(held by the owner, the others); is_owner None means there is no owner to tell apart.
 
-    A connection with no process on a port the owner itself listens on counts as the owner's: a connection
-    its listener accepted and closed (under traffic, a running engine's group always has some), not a holder
-    to name or stop."""
+    A connection with no process on a port the owner itself listens on counts as the owner's, not a holder to name
+    or stop: one its listener accepted and closed (CLOSED_BY_ITS_PROCESS), or one still waiting in its listener's
+    accept queue (inode 0: no file yet; ESTABLISHED, or CLOSE_WAIT when the peer closed first). Under traffic a
+    running engine's group always has the first, and the second while its peers open connections faster than it
+    accepts them (a loaded host)."""
     if is_owner is None:
         return [], list(holders)
     owned, others = [], []
@@ -105,8 +107,8 @@ def split_holders(holders, is_owner):
     listened = set(h['port'] for h in owned if h['state'] == 'LISTEN')
     holding = []
     for h in others:
-        closed = not h.get('pids') and h['state'] in CLOSED_BY_ITS_PROCESS and h['port'] in listened
-        (owned if closed else holding).append(h)
+        of_listener = not h.get('pids') and (h['state'] in CLOSED_BY_ITS_PROCESS or not h.get('inode')) and h['port'] in listened
+        (owned if of_listener else holding).append(h)
     return owned, holding
 
 

@@ -102,19 +102,22 @@ def test_split_holders_by_owner():
     assert C.split_holders(hs, None) == ([], hs)
 
 
-def test_a_closed_connection_of_the_owners_listener_is_the_owners():
+def test_a_connection_of_the_owners_listener_no_process_holds_is_the_owners():
     """Under traffic a running engine's group has connections its listener accepted and closed (FIN_WAIT2,
-    LAST_ACK: no process holds them); on a port the owner listens on they are the owner's, not a holder. Elsewhere,
-    or while the owner does not listen, or in a state a process still holds, they stay holders."""
+    LAST_ACK: no process holds them), and on a loaded host connections still waiting in its accept queue (inode 0:
+    ESTABLISHED, or CLOSE_WAIT when the peer closed first); on a port the owner listens on they are the owner's, not
+    a holder. Elsewhere, or while the owner does not listen, or held by a process, they stay holders."""
     hs = holders([sock(30002), sock(30002, state='FIN_WAIT2', inode=0), sock(30002, state='LAST_ACK', inode=0),
                   sock(30003, state='FIN_WAIT2', inode=0), sock(30002, state='CLOSE_WAIT', inode=0),
+                  sock(30002, state='ESTABLISHED', inode=0), sock(30003, state='ESTABLISHED', inode=0),
                   sock(30002, state='ESTABLISHED', inode=7)],
                  {30002: [900], 7: [812]})
     owned, others = C.split_holders(hs, lambda h: h['unit'] == 'vllm-prefill.service')
-    assert sorted((h['port'], h['state']) for h in owned) == [
-        (30002, 'FIN_WAIT2'), (30002, 'LAST_ACK'), (30002, 'LISTEN')]
+    assert sorted((h['port'], h['state'], h['inode']) for h in owned) == [
+        (30002, 'CLOSE_WAIT', 0), (30002, 'ESTABLISHED', 0), (30002, 'FIN_WAIT2', 0), (30002, 'LAST_ACK', 0),
+        (30002, 'LISTEN', 30002)]
     assert sorted((h['port'], h['state']) for h in others) == [
-        (30002, 'CLOSE_WAIT'), (30002, 'ESTABLISHED'), (30003, 'FIN_WAIT2')]
+        (30002, 'ESTABLISHED'), (30003, 'ESTABLISHED'), (30003, 'FIN_WAIT2')]
     not_listening = [h for h in hs if h['state'] != 'LISTEN']
     assert C.split_holders(not_listening, lambda h: h['unit'] == 'vllm-prefill.service')[0] == []
 
