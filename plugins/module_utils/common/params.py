@@ -30,6 +30,18 @@ class ParamError(ValueError):
         ValueError.__init__(self, '%s=%r is invalid: %s' % (name, value, fix))
 
 
+def whole_number(value):
+    """A whole number written as an int or digits; None for anything else (bool, 'abc', 1.5, -3, '+3', ' 3'): how
+    the inventory check and the proxy tier read a port or a count from the inventory."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and re.match(r'^[0-9]+$', value):
+        return int(value)
+    return None
+
+
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -10,7 +10,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import re
+
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.params import whole_number
 
 # vllm_pd_proxy_front: 'none' keeps one proxy process on the proxy port (its admin API changes members);
 # 'haproxy' puts HAProxy there, in front of proxy_front_processes processes of the proxy on 127.0.0.1
@@ -26,7 +27,7 @@ LOOPBACK = '127.0.0.1'
 DEFAULT_METRICS_PORT = 8405
 METRICS_PATH = '/metrics'
 # the variables a proxy host chooses the front and the exporter's port with: the role variable before the vllm_pd_ one
-FRONT_VARS = ('proxy_front', 'vllm_pd_proxy_front')
+FRONT_CHOICE_VARS = ('proxy_front', 'vllm_pd_proxy_front')
 METRICS_PORT_VARS = ('proxy_front_metrics_port', 'vllm_pd_proxy_front_metrics_port')
 # the front's own unit and files: never the distribution's haproxy.service nor /etc/haproxy
 FRONT_UNIT = 'vllm-pd-front.service'
@@ -66,10 +67,10 @@ def metrics_port(hostvars):
     set it: the role variable before the vllm_pd_ one, DEFAULT_METRICS_PORT when neither is set. Port is the TCP port
     (0: no exporter), or None when the host runs no proxy tier or the value is no port 0-65535. The one reading of it
     for the inventory check, the preflight's port check and the monitoring targets."""
-    front = next((hostvars[v] for v in FRONT_VARS if v in hostvars), DEFAULT_FRONT)
+    front = next((hostvars[v] for v in FRONT_CHOICE_VARS if v in hostvars), DEFAULT_FRONT)
     var = next((v for v in METRICS_PORT_VARS if v in hostvars), METRICS_PORT_VARS[-1])
     raw = hostvars.get(var, DEFAULT_METRICS_PORT)
-    port = int(raw) if not isinstance(raw, bool) and re.match(r'^[0-9]+$', str(raw)) else None
+    port = whole_number(raw)
     return var, raw, port if front == 'haproxy' and port is not None and port <= 65535 else None
 
 

@@ -13,9 +13,9 @@ from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory import be
 from ansible_collections.vllm_pd.ascend.plugins.module_utils.inventory.rules_view import Finding, as_int, hfind, show
 
 # what the proxy tier reads on a proxy host (the role variable before the vllm_pd_ one)
-FRONT_VARS = ("proxy_front", "vllm_pd_proxy_front", "proxy_front_processes", "vllm_pd_proxy_front_processes",
-              "proxy_front_base_port", "vllm_pd_proxy_front_base_port", "proxy_port", "vllm_pd_proxy_port",
-              "proxy_front_metrics_port", "vllm_pd_proxy_front_metrics_port")
+FRONT_VARS = (proxy_front.FRONT_CHOICE_VARS + ("proxy_front_processes", "vllm_pd_proxy_front_processes",
+              "proxy_front_base_port", "vllm_pd_proxy_front_base_port", "proxy_port", "vllm_pd_proxy_port")
+              + proxy_front.METRICS_PORT_VARS)
 
 
 def front_metrics_port(view, h):
@@ -56,7 +56,7 @@ def rule_proxy_front(view):
     """vllm_pd_proxy_front is none or haproxy; with haproxy, the processes (1..MAX_PROCESSES) and their loopback ports
     (within 1-65535, not the proxy port itself); a rolling change does not drive the tier yet."""
     for h in view.proxy:
-        var, front = view.first(h, "proxy_front", "vllm_pd_proxy_front", default=proxy_front.DEFAULT_FRONT)
+        var, front = view.first(h, *proxy_front.FRONT_CHOICE_VARS, default=proxy_front.DEFAULT_FRONT)
         if front not in proxy_front.FRONTS:
             yield hfind(view, h, var, "%s=%s is not a proxy front (%s)" % (var, show(front), ", ".join(proxy_front.FRONTS)),
                         "write %s: haproxy for the proxy tier (HAProxy in front of the proxy's processes) or "

@@ -10,13 +10,15 @@ __metaclass__ = type
 
 import re
 
+# the inventory's whole numbers (a port, a count): the parser the proxy tier reads them with too; the rules import it from here
+from ansible_collections.vllm_pd.ascend.plugins.module_utils.common.params import whole_number as as_int
+
 KINDS = ("prefill", "decode")
 DEFAULT_API_PORT = {"prefill": 8100, "decode": 8200}
 DEFAULT_DP_RPC_PORT = {"prefill": 12342, "decode": 12352}
 DEFAULT_PROXY_PORT = 8000
 # Also written into Description= and used as a group key ('*' means every cluster).
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-DIGITS = re.compile(r"^[0-9]+$")
 
 
 class Finding(object):
@@ -53,17 +55,6 @@ def show(value):
     if isinstance(value, str):
         return value
     return repr(value)
-
-
-def as_int(value):
-    """A whole number written as an int or digits; None for anything else (bool, 'abc', 1.5, -3)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, str) and DIGITS.match(value):
-        return int(value)
-    return None
 
 
 def is_list(value):
